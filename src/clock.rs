@@ -1,0 +1,315 @@
+//! Where the generator gets the time: a small trait and three clocks.
+
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::sync::{Arc, AtomicU64, Ordering};
+
+/// A source of Unix milliseconds.
+///
+/// Every clock-dependent path in idgen reads time through this trait, so tests and loom
+/// models inject a [`ManualClock`] and step it exactly. A clock may go backwards; the
+/// generator guards against that (see the crate docs, "Clock behaviour").
+pub trait Clock: Send + Sync {
+    /// Milliseconds since 1970-01-01T00:00:00Z.
+    fn now_unix_ms(&self) -> u64;
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    fn now_unix_ms(&self) -> u64 {
+        (**self).now_unix_ms()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
+    fn now_unix_ms(&self) -> u64 {
+        (**self).now_unix_ms()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Box<C> {
+    fn now_unix_ms(&self) -> u64 {
+        (**self).now_unix_ms()
+    }
+}
+
+/// The raw wall clock (`SystemTime`). It follows every step of NTP or an operator, backwards
+/// too; use it when IDs must carry wall time, or to see the clock-back handling at work.
+/// A wall clock before 1970 reads as 0.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_unix_ms(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+/// A clock set and advanced by hand. Clones share one time, so a test can hold one clone and
+/// step the time under a generator that holds another, from any thread.
+///
+/// ```
+/// use idgen::{Clock, ManualClock};
+/// let clock = ManualClock::new(1_750_000_000_000);
+/// let view = clock.clone();
+/// clock.advance(5);
+/// assert_eq!(view.now_unix_ms(), 1_750_000_000_005);
+/// clock.set(1_749_999_999_000); // backwards, on purpose
+/// assert_eq!(view.now_unix_ms(), 1_749_999_999_000);
+/// ```
+#[derive(Clone)]
+pub struct ManualClock {
+    unix_ms: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock that reads `unix_ms` until it is moved.
+    pub fn new(unix_ms: u64) -> Self {
+        ManualClock {
+            unix_ms: Arc::new(AtomicU64::new(unix_ms)),
+        }
+    }
+
+    /// Sets the time, forwards or backwards.
+    pub fn set(&self, unix_ms: u64) {
+        self.unix_ms.store(unix_ms, Ordering::Release);
+    }
+
+    /// Moves the time forward by `ms` (saturating).
+    pub fn advance(&self, ms: u64) {
+        // A load and a store, not fetch_add: saturation needs the old value, and only the
+        // test that owns the clock moves it.
+        let now = self.unix_ms.load(Ordering::Acquire);
+        self.set(now.saturating_add(ms));
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_unix_ms(&self) -> u64 {
+        // Acquire pairs with the generator's Release on its state: see docs/design.md.
+        self.unix_ms.load(Ordering::Acquire)
+    }
+}
+
+impl fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManualClock")
+            .field("unix_ms", &self.unix_ms.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// How often, in the clock's own milliseconds, [`MonotonicClock`] compares itself with the
+/// wall clock to catch up with a forward step.
+pub const WALL_CHECK_INTERVAL_MS: u64 = 100;
+
+/// The default clock: monotonic inside the process, anchored once to wall time.
+///
+/// It reads a long-lived `quanta::Clock` (the TSC where it is reliable, else the OS
+/// monotonic clock) and adds it to the wall time read once at start, so it never goes
+/// backwards when NTP or an operator steps the wall clock back. Every
+/// [`WALL_CHECK_INTERVAL_MS`] it compares itself with the wall clock; if the wall clock is
+/// ahead (a suspended VM resumed, a forward NTP step) it jumps forward to it. It never
+/// follows the wall clock backwards.
+///
+/// Clones share the anchor and the catch-up, so clone one clock rather than building many
+/// (the first `quanta::Clock` in a process calibrates, which can take ~200 ms).
+///
+/// Caveat: between restarts it is only as good as the wall clock at start. A process that
+/// starts while the wall clock is behind where an earlier process stopped sees the earlier
+/// IDs in its future; the generator's clock-back check and the resume mark guard that case.
+#[derive(Clone)]
+pub struct MonotonicClock {
+    inner: Arc<MonotonicInner>,
+}
+
+struct MonotonicInner {
+    source: quanta::Clock,
+    start_raw: u64,
+    anchor_unix_ms: u64,
+    /// Total forward jumps taken to catch up with the wall clock.
+    caught_up_ms: AtomicU64,
+    /// Elapsed milliseconds (of `source`) at which the wall clock is read next.
+    next_wall_check_ms: AtomicU64,
+    wall: Box<dyn Clock>,
+}
+
+impl MonotonicClock {
+    /// A clock on a fresh `quanta::Clock`, anchored to [`SystemClock`].
+    pub fn new() -> Self {
+        Self::with_sources(quanta::Clock::new(), SystemClock)
+    }
+
+    /// A clock on the given monotonic source, anchored to (and catching up with) `wall`.
+    /// Tests pass `quanta::Clock::mock()` and a [`ManualClock`] to drive both sides.
+    pub fn with_sources(source: quanta::Clock, wall: impl Clock + 'static) -> Self {
+        let start_raw = source.raw();
+        let anchor_unix_ms = wall.now_unix_ms();
+        MonotonicClock {
+            inner: Arc::new(MonotonicInner {
+                source,
+                start_raw,
+                anchor_unix_ms,
+                caught_up_ms: AtomicU64::new(0),
+                next_wall_check_ms: AtomicU64::new(WALL_CHECK_INTERVAL_MS),
+                wall: Box::new(wall),
+            }),
+        }
+    }
+
+    /// Milliseconds the clock has jumped forward so far to catch up with the wall clock.
+    pub fn caught_up_ms(&self) -> u64 {
+        self.inner.caught_up_ms.load(Ordering::Relaxed)
+    }
+
+    #[cold]
+    fn catch_up(&self, elapsed_ms: u64, due_ms: u64) -> u64 {
+        let inner = &*self.inner;
+        let mut caught_up = inner.caught_up_ms.load(Ordering::Acquire);
+        // One thread per interval reads the wall clock; the others go on without waiting.
+        if inner
+            .next_wall_check_ms
+            .compare_exchange(
+                due_ms,
+                elapsed_ms.saturating_add(WALL_CHECK_INTERVAL_MS),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            let wall = inner.wall.now_unix_ms();
+            let needed = wall.saturating_sub(inner.anchor_unix_ms.saturating_add(elapsed_ms));
+            if needed > caught_up {
+                // fetch_max: the correction only grows, so the clock never goes back.
+                caught_up = inner
+                    .caught_up_ms
+                    .fetch_max(needed, Ordering::AcqRel)
+                    .max(needed);
+            }
+        }
+        inner
+            .anchor_unix_ms
+            .saturating_add(elapsed_ms)
+            .saturating_add(caught_up)
+    }
+}
+
+impl Default for MonotonicClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for MonotonicClock {
+    #[inline]
+    fn now_unix_ms(&self) -> u64 {
+        let inner = &*self.inner;
+        let elapsed_ms = inner
+            .source
+            .delta_as_nanos(inner.start_raw, inner.source.raw())
+            / 1_000_000;
+        let due_ms = inner.next_wall_check_ms.load(Ordering::Relaxed);
+        if elapsed_ms >= due_ms {
+            return self.catch_up(elapsed_ms, due_ms);
+        }
+        inner
+            .anchor_unix_ms
+            .saturating_add(elapsed_ms)
+            .saturating_add(inner.caught_up_ms.load(Ordering::Acquire))
+    }
+}
+
+impl fmt::Debug for MonotonicClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MonotonicClock")
+            .field("anchor_unix_ms", &self.inner.anchor_unix_ms)
+            .field("caught_up_ms", &self.caught_up_ms())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(idgen_loom)))]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const START: u64 = 1_750_000_000_000;
+
+    fn mocked() -> (MonotonicClock, std::sync::Arc<quanta::Mock>, ManualClock) {
+        let (source, mock) = quanta::Clock::mock();
+        let wall = ManualClock::new(START);
+        (MonotonicClock::with_sources(source, wall.clone()), mock, wall)
+    }
+
+    #[test]
+    fn monotonic_clock_starts_at_the_wall_clock_and_follows_its_source() {
+        let (clock, mock, _wall) = mocked();
+        assert_eq!(clock.now_unix_ms(), START);
+        mock.increment(Duration::from_micros(2_500));
+        assert_eq!(clock.now_unix_ms(), START + 2);
+    }
+
+    #[test]
+    fn monotonic_clock_ignores_a_backward_wall_step() {
+        let (clock, mock, wall) = mocked();
+        mock.increment(Duration::from_millis(50));
+        wall.set(START - 60_000);
+        let mut last = clock.now_unix_ms();
+        assert_eq!(last, START + 50);
+        for _ in 0..10 {
+            mock.increment(Duration::from_millis(WALL_CHECK_INTERVAL_MS));
+            let now = clock.now_unix_ms();
+            assert!(now > last, "went from {last} to {now}");
+            last = now;
+        }
+        assert_eq!(last, START + 50 + 10 * WALL_CHECK_INTERVAL_MS);
+        assert_eq!(clock.caught_up_ms(), 0);
+    }
+
+    #[test]
+    fn monotonic_clock_catches_up_with_a_forward_wall_step_at_the_next_check() {
+        let (clock, mock, wall) = mocked();
+        // A VM suspended for 30 s: the monotonic source barely moved, the wall clock did.
+        wall.set(START + 30_000);
+        mock.increment(Duration::from_millis(WALL_CHECK_INTERVAL_MS - 1));
+        assert_eq!(clock.now_unix_ms(), START + WALL_CHECK_INTERVAL_MS - 1);
+        mock.increment(Duration::from_millis(1));
+        assert_eq!(clock.now_unix_ms(), START + 30_000);
+        assert_eq!(clock.caught_up_ms(), 30_000 - WALL_CHECK_INTERVAL_MS);
+        // And keeps counting from there with its own source.
+        mock.increment(Duration::from_millis(7));
+        assert_eq!(clock.now_unix_ms(), START + 30_007);
+    }
+
+    #[test]
+    fn monotonic_clock_clones_share_the_catch_up() {
+        let (clock, mock, wall) = mocked();
+        let other = clock.clone();
+        wall.set(START + 5_000);
+        mock.increment(Duration::from_millis(WALL_CHECK_INTERVAL_MS));
+        assert_eq!(clock.now_unix_ms(), START + 5_000);
+        assert_eq!(other.now_unix_ms(), START + 5_000);
+    }
+
+    #[test]
+    fn real_monotonic_clock_is_close_to_the_wall_clock_and_never_decreases() {
+        let clock = MonotonicClock::new();
+        let wall = SystemClock.now_unix_ms();
+        let mut last = clock.now_unix_ms();
+        assert!(last.abs_diff(wall) <= 5, "monotonic {last} vs wall {wall}");
+        for _ in 0..100_000 {
+            let now = clock.now_unix_ms();
+            assert!(now >= last);
+            last = now;
+        }
+    }
+
+    #[test]
+    fn manual_clock_saturates_instead_of_wrapping() {
+        let clock = ManualClock::new(u64::MAX - 1);
+        clock.advance(10);
+        assert_eq!(clock.now_unix_ms(), u64::MAX);
+    }
+}

@@ -1,0 +1,176 @@
+//! The one error type of the core.
+
+use std::fmt;
+
+/// Everything that can go wrong in idgen's core.
+///
+/// Errors fall in two kinds; [`Error::is_transient`] tells them apart:
+///
+/// - **Transient**: the same call can succeed later without any change on your side.
+///   [`Error::ClockMovedBackwards`] (the clock is behind the last issued millisecond by more
+///   than the tolerance; retry after `behind_ms`, or let an operator look at the clock) and
+///   [`Error::WouldBlock`] (only from the `try_` methods: the current millisecond is used up).
+/// - **Permanent**: retrying the same call cannot help. A bad layout or node number, an ID
+///   string that is not an ID, a clock set before the layout's epoch, or a layout whose time
+///   range is used up ([`Error::TimeExhausted`]).
+///
+/// No error changes the generator's state: a refused call issues nothing, and later calls
+/// still return IDs above every ID issued before.
+///
+/// The messages are part of the API and meant for operators; the fields are meant for code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The layout's field widths do not add up to 63 bits (the sign bit is always 0).
+    #[error("invalid layout: the field widths add up to {total} bits, but they must add up to 63")]
+    LayoutWidthSum {
+        /// Sum of the four widths that were asked for.
+        total: u32,
+    },
+    /// The time or sequence field was given zero bits.
+    #[error("invalid layout: the {field} field needs at least one bit")]
+    LayoutZeroWidth {
+        /// The field that got no bits.
+        field: Field,
+    },
+    /// The custom epoch lies before 1970-01-01T00:00:00Z.
+    #[error("invalid epoch: {epoch_unix_ms} ms is before the Unix epoch (1970-01-01T00:00:00Z)")]
+    EpochBefore1970 {
+        /// The epoch that was asked for, in Unix milliseconds.
+        epoch_unix_ms: i64,
+    },
+    /// The custom epoch lies after the generator's clock.
+    #[error("invalid epoch: {epoch_unix_ms} (Unix ms) is in the future; the clock reads {now_unix_ms}")]
+    EpochInFuture {
+        /// The layout's epoch, in Unix milliseconds.
+        epoch_unix_ms: u64,
+        /// What the generator's clock read.
+        now_unix_ms: u64,
+    },
+    /// A value does not fit its field of the layout (a datacenter or worker number at
+    /// build time, any field when composing an ID from parts).
+    #[error("{field} {value} does not fit the layout: the largest allowed is {max}")]
+    FieldOutOfRange {
+        /// Which field.
+        field: Field,
+        /// The value that was given (for time: Unix milliseconds).
+        value: u64,
+        /// The largest value the field accepts (for time: the last Unix millisecond).
+        max: u64,
+    },
+    /// A timestamp lies before the layout's epoch: the clock reads earlier than the epoch,
+    /// or parts to compose name such an instant.
+    #[error("{unix_ms} (Unix ms) is before the layout's epoch {epoch_unix_ms}")]
+    BeforeEpoch {
+        /// The instant, in Unix milliseconds.
+        unix_ms: u64,
+        /// The layout's epoch, in Unix milliseconds.
+        epoch_unix_ms: u64,
+    },
+    /// The clock is behind the last issued millisecond by more than the configured
+    /// tolerance. Transient: nothing was issued and the state is unchanged; the call can
+    /// succeed once the clock has caught up, after about `behind_ms`.
+    #[error("clock moved backwards: it is {behind_ms} ms behind the last issued millisecond")]
+    ClockMovedBackwards {
+        /// How far the clock is behind the last issued millisecond.
+        behind_ms: u64,
+    },
+    /// The clock has passed the last instant the layout can represent (or every ID up to
+    /// it has been issued). Permanent for this layout.
+    #[error("time exhausted: the layout cannot represent instants after {last_unix_ms} (Unix ms)")]
+    TimeExhausted {
+        /// The last Unix millisecond the layout can represent.
+        last_unix_ms: u64,
+    },
+    /// Only from the `try_` methods: the sequence of the current millisecond is used up
+    /// (or the clock is behind within tolerance), and waiting was not allowed. Transient.
+    #[error("would block: the next ID can be issued in {wait_ms} ms")]
+    WouldBlock {
+        /// How long until the clock reaches a millisecond with free sequence numbers.
+        wait_ms: u64,
+    },
+    /// A number is not a valid ID: IDs are between 0 and 2^63 - 1 (`i64::MAX`).
+    #[error("{value} is not a valid ID: IDs lie between 0 and 9223372036854775807")]
+    IdOutOfRange {
+        /// The number that was given.
+        value: i128,
+    },
+    /// A string is not the canonical text form of an ID.
+    #[error("invalid ID string: {0}")]
+    ParseId(#[from] ParseIdError),
+    /// A batch so large that its vector cannot be allocated.
+    #[error("a batch of {requested} IDs cannot be allocated")]
+    BatchTooLarge {
+        /// The number of IDs asked for.
+        requested: usize,
+    },
+}
+
+impl Error {
+    /// Whether the same call may succeed later without any change on the caller's side.
+    ///
+    /// ```
+    /// use idgen::Error;
+    /// assert!(Error::ClockMovedBackwards { behind_ms: 3 }.is_transient());
+    /// assert!(!Error::LayoutWidthSum { total: 64 }.is_transient());
+    /// ```
+    pub const fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::ClockMovedBackwards { .. } | Error::WouldBlock { .. }
+        )
+    }
+}
+
+/// The fields of an ID, to name one in an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Field {
+    /// Milliseconds since the layout's epoch.
+    Time,
+    /// The datacenter (or region) number.
+    Datacenter,
+    /// The worker number inside a datacenter.
+    Worker,
+    /// The sequence number inside one millisecond.
+    Sequence,
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Field::Time => "time",
+            Field::Datacenter => "datacenter",
+            Field::Worker => "worker",
+            Field::Sequence => "sequence",
+        })
+    }
+}
+
+/// Why a string is not an ID. Positions are byte offsets into the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseIdError {
+    /// The string is empty.
+    #[error("the string is empty")]
+    Empty,
+    /// A byte that is not allowed in this form (a sign, a space, a letter in decimal, a
+    /// letter outside Crockford's alphabet, a non-ASCII byte).
+    #[error("byte {index} is not allowed here (decimal IDs are digits 0-9 only; base32 IDs use Crockford's alphabet)")]
+    InvalidByte {
+        /// Offset of the first offending byte.
+        index: usize,
+    },
+    /// A decimal ID with a leading zero: only `0` itself may start with `0`.
+    #[error("leading zeros are not allowed")]
+    LeadingZero,
+    /// The value is above 2^63 - 1.
+    #[error("the value is above 9223372036854775807, the largest ID")]
+    TooLarge,
+    /// A base32 ID that is not exactly 13 characters long.
+    #[error("a base32 ID has exactly 13 characters, this string has {len} bytes")]
+    WrongLength {
+        /// Length of the input in bytes.
+        len: usize,
+    },
+}

@@ -1,0 +1,546 @@
+//! The generator: one packed atomic state advanced by compare-and-swap. This file holds the
+//! crate's only CAS loop; the decisions it applies live in [`crate::state`].
+
+use std::fmt;
+
+use crossbeam_utils::CachePadded;
+
+use crate::backoff::Backoff;
+use crate::clock::{Clock, MonotonicClock};
+use crate::error::{Error, Field};
+use crate::id::Id;
+use crate::layout::{IdParts, Layout};
+use crate::state::{Rules, Step};
+use crate::sync::{AtomicU64, Ordering};
+
+/// Default of [`Builder::clock_back_tolerance_ms`].
+pub const DEFAULT_CLOCK_BACK_TOLERANCE_MS: u64 = 10;
+
+/// Issues unique, strictly increasing IDs for one (datacenter, worker) node.
+///
+/// Share one generator between threads through `&self` (an `Arc`, a `static`, a
+/// reference): its whole state is one cache-padded `AtomicU64`, advanced with
+/// compare-and-swap, so threads never take a lock. See the crate docs for the guarantees
+/// and [`crate::design`] for why they hold.
+///
+/// ```
+/// use idgen::Generator;
+///
+/// let generator = Generator::builder().datacenter(1).worker(7).build()?;
+/// let a = generator.next_id()?;
+/// let b = generator.next_id()?;
+/// assert!(a < b);
+/// assert_eq!(generator.decode(b).worker, 7);
+/// # Ok::<(), idgen::Error>(())
+/// ```
+pub struct Generator<C: Clock = MonotonicClock> {
+    /// The next free (millisecond, sequence) slot: see `state.rs`. On a cache line of its own,
+    /// so that neither the read-only fields below nor neighbouring data ping-pong with it.
+    state: CachePadded<AtomicU64>,
+    rules: Rules,
+    /// Datacenter and worker fields, already shifted into place.
+    node_bits: u64,
+    /// `time_shift - sequence_bits`: turns a packed slot's millisecond into the ID's time field.
+    node_width: u32,
+    sequence_mask: u64,
+    epoch_unix_ms: u64,
+    clock: C,
+    layout: Layout,
+    datacenter: u64,
+    worker: u64,
+    counters: CachePadded<Counters>,
+}
+
+/// Slow-path events, counted where they happen; the fast path never touches them.
+struct Counters {
+    sequence_exhausted: AtomicU64,
+    clock_behind: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// A snapshot of a generator's slow-path counters ([`Generator::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Calls that found their millisecond's sequence used up and waited for the next
+    /// millisecond (or, from a `try_` method, returned [`Error::WouldBlock`]).
+    pub sequence_exhausted: u64,
+    /// Calls that found the clock behind the last issued millisecond, within tolerance, and
+    /// went on in that millisecond or waited.
+    pub clock_behind: u64,
+    /// Calls refused with an error: clock behind beyond tolerance, time exhausted, clock
+    /// before the epoch.
+    pub refused: u64,
+}
+
+/// Whether a call may wait for the clock.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    Allowed,
+    Refused,
+}
+
+/// Where the builder gets its clock: the default is only built if none was given, because
+/// the first `quanta::Clock` of a process calibrates.
+enum ClockSource<C> {
+    Default(fn() -> C),
+    Given(C),
+}
+
+/// Where a resumed generator starts: everything up to this was issued by an earlier holder.
+#[derive(Debug, Clone, Copy)]
+enum Mark {
+    Id(Id),
+    UnixMs(u64),
+}
+
+/// Configures and builds a [`Generator`]; start from [`Generator::builder`].
+pub struct Builder<C> {
+    layout: Layout,
+    datacenter: u64,
+    worker: u64,
+    clock: ClockSource<C>,
+    tolerance_ms: u64,
+    borrow_ms: u64,
+    mark: Option<Mark>,
+}
+
+impl Generator<MonotonicClock> {
+    /// A builder with the default layout, node 0/0, the default [`MonotonicClock`], a clock
+    /// step-back tolerance of [`DEFAULT_CLOCK_BACK_TOLERANCE_MS`] and no borrowing.
+    pub fn builder() -> Builder<MonotonicClock> {
+        Builder {
+            layout: Layout::DEFAULT,
+            datacenter: 0,
+            worker: 0,
+            clock: ClockSource::Default(MonotonicClock::new),
+            tolerance_ms: DEFAULT_CLOCK_BACK_TOLERANCE_MS,
+            borrow_ms: 0,
+            mark: None,
+        }
+    }
+}
+
+impl<C: Clock> Builder<C> {
+    /// The bit layout (default: [`Layout::DEFAULT`]).
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// The datacenter number; checked against the layout by [`Builder::build`].
+    pub fn datacenter(mut self, datacenter: u64) -> Self {
+        self.datacenter = datacenter;
+        self
+    }
+
+    /// The worker number; checked against the layout by [`Builder::build`].
+    pub fn worker(mut self, worker: u64) -> Self {
+        self.worker = worker;
+        self
+    }
+
+    /// The clock to read (default: a new [`MonotonicClock`]).
+    pub fn clock<D: Clock>(self, clock: D) -> Builder<D> {
+        Builder {
+            layout: self.layout,
+            datacenter: self.datacenter,
+            worker: self.worker,
+            clock: ClockSource::Given(clock),
+            tolerance_ms: self.tolerance_ms,
+            borrow_ms: self.borrow_ms,
+            mark: self.mark,
+        }
+    }
+
+    /// How far the clock may be behind the last issued millisecond before calls are
+    /// refused with [`Error::ClockMovedBackwards`]. Within it, calls go on in the last
+    /// millisecond while its sequence lasts, then wait for the clock. Default:
+    /// [`DEFAULT_CLOCK_BACK_TOLERANCE_MS`]; 0 refuses at once.
+    pub fn clock_back_tolerance_ms(mut self, ms: u64) -> Self {
+        self.tolerance_ms = ms;
+        self
+    }
+
+    /// Lets a generator whose millisecond is used up go on in up to `ms` milliseconds ahead
+    /// of the clock instead of waiting. Bursts then run above the per-millisecond ceiling;
+    /// IDs may carry a time up to `ms` in the future. Default 0: never ahead of the clock.
+    /// The clock-back check allows for it: a call is refused once the clock is behind the
+    /// last issued millisecond by more than tolerance + borrow.
+    pub fn borrow_ahead_ms(mut self, ms: u64) -> Self {
+        self.borrow_ms = ms;
+        self
+    }
+
+    /// Resumes after an ID issued by an earlier holder of this node: every ID the new
+    /// generator issues is greater than `last`.
+    pub fn resume_after(mut self, last: Id) -> Self {
+        self.mark = Some(Mark::Id(last));
+        self
+    }
+
+    /// Resumes after a millisecond (Unix) in which an earlier holder of this node may have
+    /// issued IDs: the new generator starts in the millisecond after it.
+    pub fn resume_after_unix_ms(mut self, unix_ms: u64) -> Self {
+        self.mark = Some(Mark::UnixMs(unix_ms));
+        self
+    }
+
+    /// Checks the configuration and builds the generator.
+    ///
+    /// Fails with [`Error::FieldOutOfRange`] for a datacenter or worker number the layout
+    /// cannot hold, [`Error::EpochInFuture`] when the layout's epoch is after the clock, and
+    /// [`Error::TimeExhausted`] when the resume mark leaves no millisecond to issue in.
+    pub fn build(self) -> Result<Generator<C>, Error> {
+        let layout = self.layout;
+        for (field, value, max) in [
+            (Field::Datacenter, self.datacenter, layout.max_datacenter()),
+            (Field::Worker, self.worker, layout.max_worker()),
+        ] {
+            if value > max {
+                return Err(Error::FieldOutOfRange { field, value, max });
+            }
+        }
+        let clock = match self.clock {
+            ClockSource::Default(make) => make(),
+            ClockSource::Given(clock) => clock,
+        };
+        layout.check_epoch(clock.now_unix_ms())?;
+        let node_bits = layout.node_bits(self.datacenter, self.worker);
+        let next_free = match self.mark {
+            None => 0,
+            Some(mark) => first_slot_after(&layout, node_bits, mark)?,
+        };
+        Ok(Generator {
+            state: CachePadded::new(AtomicU64::new(next_free)),
+            rules: Rules {
+                sequence_bits: layout.sequence_bits(),
+                max_elapsed_ms: layout.max_elapsed_ms(),
+                tolerance_ms: self.tolerance_ms,
+                borrow_ms: self.borrow_ms,
+            },
+            node_bits,
+            node_width: layout.time_shift() - layout.sequence_bits(),
+            sequence_mask: layout.max_sequence(),
+            epoch_unix_ms: layout.epoch_unix_ms(),
+            clock,
+            layout,
+            datacenter: self.datacenter,
+            worker: self.worker,
+            counters: CachePadded::new(Counters {
+                sequence_exhausted: AtomicU64::new(0),
+                clock_behind: AtomicU64::new(0),
+                refused: AtomicU64::new(0),
+            }),
+        })
+    }
+}
+
+/// The lowest packed slot whose ID, on this node, is above everything the mark covers.
+fn first_slot_after(layout: &Layout, node_bits: u64, mark: Mark) -> Result<u64, Error> {
+    let bits = layout.sequence_bits();
+    let exhausted = Error::TimeExhausted {
+        last_unix_ms: layout.last_unix_ms(),
+    };
+    let slot = match mark {
+        Mark::UnixMs(unix_ms) => match unix_ms.checked_sub(layout.epoch_unix_ms()) {
+            // Nothing can have been issued before the epoch.
+            None => 0,
+            Some(elapsed) if elapsed >= layout.max_elapsed_ms() => return Err(exhausted),
+            Some(elapsed) => (elapsed + 1) << bits,
+        },
+        Mark::Id(last) => {
+            let raw = last.as_u64();
+            let elapsed = raw >> layout.time_shift();
+            let their_node = raw & !layout.max_sequence() & ((1 << layout.time_shift()) - 1);
+            let sequence = raw & layout.max_sequence();
+            if node_bits == their_node {
+                ((elapsed << bits) | sequence) + 1
+            } else if node_bits > their_node {
+                // Our IDs in the same millisecond already sort above theirs.
+                elapsed << bits
+            } else {
+                (elapsed + 1) << bits
+            }
+        }
+    };
+    if slot > (layout.max_elapsed_ms() << bits | layout.max_sequence()) {
+        return Err(exhausted);
+    }
+    Ok(slot)
+}
+
+impl<C: Clock> Generator<C> {
+    /// The next ID.
+    ///
+    /// Waits (spinning, then yielding) when this millisecond's sequence is used up, or when
+    /// the clock is behind the last issued millisecond within the tolerance and that
+    /// millisecond is used up. Fails with [`Error::ClockMovedBackwards`] when the clock is
+    /// further behind, and with [`Error::TimeExhausted`] past the layout's last instant.
+    /// A failed call issues nothing and changes no state.
+    #[inline]
+    pub fn next_id(&self) -> Result<Id, Error> {
+        let (first, _) = self.reserve(1, Waiting::Allowed)?;
+        Ok(self.compose(first))
+    }
+
+    /// As [`Generator::next_id`], but never waits: where it would, it returns
+    /// [`Error::WouldBlock`] with the time to wait. For event loops that must not block.
+    pub fn try_next_id(&self) -> Result<Id, Error> {
+        let (first, _) = self.reserve(1, Waiting::Refused)?;
+        Ok(self.compose(first))
+    }
+
+    /// `n` IDs in increasing order.
+    ///
+    /// Each compare-and-swap reserves as many IDs as the current millisecond still has, so
+    /// a batch costs one atomic operation per millisecond it spans, not one per ID. Waits
+    /// like [`Generator::next_id`] when it needs another millisecond. On an error the whole
+    /// batch fails; IDs reserved for it are never issued again (they leave a gap).
+    ///
+    /// ```
+    /// let generator = idgen::Generator::builder().build()?;
+    /// let ids = generator.next_ids(10_000)?; // more than one millisecond holds
+    /// assert_eq!(ids.len(), 10_000);
+    /// assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    /// # Ok::<(), idgen::Error>(())
+    /// ```
+    pub fn next_ids(&self, n: usize) -> Result<Vec<Id>, Error> {
+        let mut ids = Vec::new();
+        ids.try_reserve_exact(n)
+            .map_err(|_| Error::BatchTooLarge { requested: n })?;
+        self.reserve_each(n, |run| ids.extend(run))?;
+        Ok(ids)
+    }
+
+    /// Fills `out` with IDs in increasing order; otherwise as [`Generator::next_ids`].
+    pub fn fill_ids(&self, out: &mut [Id]) -> Result<(), Error> {
+        let mut rest = &mut out[..];
+        self.reserve_each(rest.len(), |run| {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(run.len());
+            for (slot, id) in head.iter_mut().zip(run) {
+                *slot = id;
+            }
+            rest = tail;
+        })
+    }
+
+    /// Reserves `n` slots, millisecond by millisecond, handing each run of IDs to `sink`.
+    fn reserve_each(&self, n: usize, mut sink: impl FnMut(IdRun)) -> Result<(), Error> {
+        let mut remaining = n as u64;
+        while remaining > 0 {
+            let (first, count) = self.reserve(remaining, Waiting::Allowed)?;
+            // Inside one millisecond the sequence is the lowest field, so the IDs of a run
+            // are consecutive integers.
+            let first_id = self.compose(first).as_u64();
+            sink(IdRun {
+                next: first_id,
+                end: first_id + count,
+            });
+            remaining -= count;
+        }
+        Ok(())
+    }
+
+    /// The CAS loop. Reserves between 1 and `want` slots inside one millisecond and returns
+    /// the first slot and the count.
+    ///
+    /// # Atomic orderings
+    ///
+    /// Uniqueness needs no ordering at all: every successful compare-and-swap reads the
+    /// latest value in the state's modification order and replaces it with a larger one, so
+    /// no two calls can reserve the same slot. Acquire on every load of the state and
+    /// Release on every successful swap add one promise: a thread that sees a state built
+    /// from a clock reading also sees that reading, so with a clock whose readings are
+    /// ordered through memory (`ManualClock`, `MonotonicClock`'s catch-up) a call never
+    /// mistakes another thread's fresher reading for the clock moving backwards.
+    #[inline]
+    fn reserve(&self, want: u64, waiting: Waiting) -> Result<(u64, u64), Error> {
+        let mut backoff = Backoff::new();
+        let mut counted = false;
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            // Read the clock after the state, so the reading is at least as fresh as the
+            // one the state was built from.
+            let now_ms = self.elapsed_ms()?;
+            let (first, next, behind) = match self.rules.advance(state, now_ms, want) {
+                Step::Issue { first, next } => (first, next, false),
+                Step::IssueBehind { first, next } => (first, next, true),
+                Step::Wait {
+                    until_ms,
+                    clock_behind,
+                } => {
+                    if !counted {
+                        counted = true;
+                        let counter = if clock_behind {
+                            &self.counters.clock_behind
+                        } else {
+                            &self.counters.sequence_exhausted
+                        };
+                        counter.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if waiting == Waiting::Refused {
+                        return Err(Error::WouldBlock {
+                            wait_ms: until_ms - now_ms,
+                        });
+                    }
+                    backoff.snooze();
+                    state = self.state.load(Ordering::Acquire);
+                    continue;
+                }
+                Step::ClockBehind { behind_ms } => {
+                    return Err(self.refuse(Error::ClockMovedBackwards { behind_ms }));
+                }
+                Step::Exhausted => {
+                    return Err(self.refuse(Error::TimeExhausted {
+                        last_unix_ms: self.layout.last_unix_ms(),
+                    }));
+                }
+            };
+            match self.state.compare_exchange_weak(
+                state,
+                next,
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    if behind && !counted {
+                        self.counters.clock_behind.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Ok((first, next - first));
+                }
+                Err(actual) => {
+                    state = actual;
+                    backoff.spin();
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn elapsed_ms(&self) -> Result<u64, Error> {
+        let unix_ms = self.clock.now_unix_ms();
+        unix_ms.checked_sub(self.epoch_unix_ms).ok_or_else(|| {
+            self.refuse(Error::BeforeEpoch {
+                unix_ms,
+                epoch_unix_ms: self.epoch_unix_ms,
+            })
+        })
+    }
+
+    #[cold]
+    fn refuse(&self, error: Error) -> Error {
+        self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        error
+    }
+
+    /// The ID for a packed slot on this node.
+    #[inline]
+    fn compose(&self, slot: u64) -> Id {
+        let elapsed_ms = slot >> self.rules.sequence_bits;
+        Id::from_raw(
+            (elapsed_ms << self.rules.sequence_bits << self.node_width)
+                | self.node_bits
+                | (slot & self.sequence_mask),
+        )
+    }
+
+    /// The largest ID whose slot is used: issued, reserved by a batch, or covered by the
+    /// resume mark. Every ID issued later is greater. `None` before the first ID of a
+    /// generator built without a mark. Persist it to resume after a restart.
+    pub fn high_water_mark(&self) -> Option<Id> {
+        let next_free = self.state.load(Ordering::Acquire);
+        next_free.checked_sub(1).map(|slot| self.compose(slot))
+    }
+
+    /// Splits an ID of this generator's layout into its fields.
+    pub fn decode(&self, id: Id) -> IdParts {
+        self.layout.decode(id)
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The datacenter number.
+    pub fn datacenter(&self) -> u64 {
+        self.datacenter
+    }
+
+    /// The worker number.
+    pub fn worker(&self) -> u64 {
+        self.worker
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// The slow-path counters so far.
+    pub fn stats(&self) -> Stats {
+        let counters = &*self.counters;
+        Stats {
+            sequence_exhausted: counters.sequence_exhausted.load(Ordering::Relaxed),
+            clock_behind: counters.clock_behind.load(Ordering::Relaxed),
+            refused: counters.refused.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A run of consecutive IDs inside one millisecond.
+struct IdRun {
+    next: u64,
+    end: u64,
+}
+
+impl Iterator for IdRun {
+    type Item = Id;
+
+    #[inline]
+    fn next(&mut self) -> Option<Id> {
+        (self.next < self.end).then(|| {
+            self.next += 1;
+            Id::from_raw(self.next - 1)
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let len = (self.end - self.next) as usize;
+        (len, Some(len))
+    }
+}
+
+impl ExactSizeIterator for IdRun {}
+
+impl<C: Clock + fmt::Debug> fmt::Debug for Generator<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Generator")
+            .field("layout", &self.layout)
+            .field("datacenter", &self.datacenter)
+            .field("worker", &self.worker)
+            .field("high_water_mark", &self.high_water_mark())
+            .field("clock", &self.clock)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl<C: fmt::Debug> fmt::Debug for Builder<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let clock: &dyn fmt::Debug = match &self.clock {
+            ClockSource::Default(_) => &"default",
+            ClockSource::Given(clock) => clock,
+        };
+        f.debug_struct("Builder")
+            .field("layout", &self.layout)
+            .field("datacenter", &self.datacenter)
+            .field("worker", &self.worker)
+            .field("clock", clock)
+            .field("clock_back_tolerance_ms", &self.tolerance_ms)
+            .field("borrow_ahead_ms", &self.borrow_ms)
+            .field("resume_after", &self.mark)
+            .finish()
+    }
+}

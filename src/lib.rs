@@ -1,0 +1,96 @@
+//! Unique, time-sortable 64-bit IDs for high-concurrency Rust programs.
+//!
+//! A [`Generator`] hands out [`Id`]s from any number of threads without a lock: its whole
+//! state is one `AtomicU64` advanced by compare-and-swap. IDs are positive `i64`s that sort
+//! by creation time, and one generator never issues the same ID twice, under contention,
+//! when its millisecond runs out, or when the clock steps back.
+//!
+//! ```
+//! use idgen::Generator;
+//!
+//! let generator = Generator::builder().datacenter(2).worker(5).build()?;
+//! let id = generator.next_id()?;
+//! let parts = generator.decode(id);
+//! assert_eq!((parts.datacenter, parts.worker), (2, 5));
+//! println!("{id} was made at {} ms (Unix), sequence {}", parts.unix_ms, parts.sequence);
+//! # Ok::<(), idgen::Error>(())
+//! ```
+//!
+//! # Bit layout
+//!
+//! By default ([`Layout::DEFAULT`]), from the most significant bit down:
+//!
+//! | field | bits | range |
+//! |---|---|---|
+//! | sign | 1 | always 0: every ID is a positive `i64` |
+//! | time | 41 | milliseconds since 2024-01-01T00:00:00Z: 2^41 ms = 69.7 years, until 2093-09-06 |
+//! | datacenter | 5 | 2^5 = 32 |
+//! | worker | 5 | 2^5 = 32 per datacenter, 2^10 = 1,024 nodes in all |
+//! | sequence | 12 | 2^12 = 4,096 IDs per millisecond per node: 4,096,000 per second |
+//!
+//! Other splits adding up to 63 bits, and other epochs, are a [`Layout::new`] away.
+//!
+//! # Guarantees
+//!
+//! - **Unique per node.** One generator never issues an ID twice. Two generators never
+//!   collide as long as their (datacenter, worker) pairs differ and share a layout.
+//! - **Strictly increasing per generator**, in the order the compare-and-swaps succeed; so
+//!   each thread sees its own IDs increase, and an ID obtained after another (in the
+//!   happens-before sense, e.g. handed over through a channel) is greater.
+//! - **Never a lower ID after a restart** when the generator is resumed after the last ID
+//!   (or millisecond) of the previous holder ([`Builder::resume_after`]).
+//! - **Lock-free, not wait-free.** Some thread always makes progress; one thread can lose
+//!   the compare-and-swap race repeatedly under heavy contention (it backs off).
+//! - **Stopping over duplicating.** Every failure is an [`Error`] that issues nothing and
+//!   changes no state. No panics, no wrap-around, no negative IDs.
+//!
+//! # Clock behaviour
+//!
+//! - The default [`MonotonicClock`] never goes backwards inside a process, and jumps forward
+//!   to the wall clock when that is found ahead of it (see its docs).
+//! - **Sequence used up** (more than 2^sequence IDs in one millisecond): the call waits for
+//!   the next millisecond, spinning then yielding. It never wraps. Optionally
+//!   ([`Builder::borrow_ahead_ms`]) a busy generator may run a bounded number of
+//!   milliseconds ahead of the clock instead of waiting.
+//! - **Clock behind the last issued millisecond** (a [`SystemClock`] stepped back, a resume
+//!   mark from a machine whose clock was ahead): within the tolerance
+//!   ([`Builder::clock_back_tolerance_ms`], default 10 ms) calls go on in the last issued
+//!   millisecond while its sequence lasts, then wait for the clock; beyond it they fail with
+//!   [`Error::ClockMovedBackwards`] `{ behind_ms }`, a transient error.
+//! - **Past the layout's last instant**: [`Error::TimeExhausted`], permanent.
+//!
+//! # Features
+//!
+//! - `serde`: [`Id`] serializes as a JSON string of its decimal form (JavaScript numbers
+//!   lose precision above 2^53) and deserializes only from such a string.
+//!
+//! # Caveats
+//!
+//! - Uniqueness across processes rests on each live process holding a different node
+//!   number, and on a restarted node resuming after its last ID when its clock might be
+//!   behind. Worker-number leases that enforce both are planned.
+//! - IDs carry millisecond time: IDs from different nodes in the same millisecond sort by
+//!   node, not by the instant they were made.
+//!
+//! The design, and why no duplicate can be issued, is in [`design`].
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod backoff;
+mod clock;
+mod error;
+mod generator;
+mod id;
+mod layout;
+mod state;
+mod sync;
+
+pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, WALL_CHECK_INTERVAL_MS};
+pub use error::{Error, Field, ParseIdError};
+pub use generator::{Builder, DEFAULT_CLOCK_BACK_TOLERANCE_MS, Generator, Stats};
+pub use id::{Base32, Id};
+pub use layout::{DEFAULT_EPOCH_UNIX_MS, IdParts, Layout};
+
+#[doc = include_str!("../docs/design.md")]
+pub mod design {}

@@ -1,0 +1,207 @@
+//! The generator's state and its pure transition.
+//!
+//! The state is one `u64`: the next free (millisecond, sequence) slot, packed as
+//! `elapsed_ms << sequence_bits | sequence`. Every slot below it has been issued (or
+//! skipped), none at or above it has. Packed this way, "same millisecond: sequence + 1" and
+//! "millisecond used up: next millisecond, sequence 0" are both plain `+ 1`, and the state
+//! only ever grows. `0` is a valid start: nothing issued yet.
+//!
+//! [`Rules::advance`] decides, from a state and a clock reading, what one attempt does. It
+//! takes time as an argument and touches no atomics, so it is tested exhaustively without
+//! threads or clocks; the compare-and-swap loop in `generator.rs` only applies its verdict.
+
+/// What one attempt to reserve slots should do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Reserve slots `first..next` by moving the state from its current value to `next`.
+    Issue { first: u64, next: u64 },
+    /// As `Issue`, but the clock is behind the last issued millisecond (within tolerance):
+    /// the slots continue that millisecond.
+    IssueBehind { first: u64, next: u64 },
+    /// Nothing free until the clock reads `until_ms`; `clock_behind` tells whether the
+    /// clock stepped back (within tolerance) or the sequence simply ran out.
+    Wait { until_ms: u64, clock_behind: bool },
+    /// The clock is behind the last issued millisecond by more than the tolerance.
+    ClockBehind { behind_ms: u64 },
+    /// The clock, or the next free slot, lies past the layout's last millisecond.
+    Exhausted,
+}
+
+/// The parameters of the transition, fixed when the generator is built.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rules {
+    pub(crate) sequence_bits: u32,
+    /// The last millisecond (since the epoch) the layout can represent.
+    pub(crate) max_elapsed_ms: u64,
+    /// How far the clock may be behind the last issued millisecond (beyond the borrow)
+    /// before a call is refused instead of waiting.
+    pub(crate) tolerance_ms: u64,
+    /// How many milliseconds ahead of the clock a busy generator may issue.
+    pub(crate) borrow_ms: u64,
+}
+
+impl Rules {
+    /// The verdict for reserving up to `want` (at least 1) slots from `next_free` when the
+    /// clock reads `now_ms` milliseconds since the epoch. At most the rest of one millisecond
+    /// is reserved at once.
+    #[inline]
+    pub(crate) fn advance(&self, next_free: u64, now_ms: u64, want: u64) -> Step {
+        if now_ms > self.max_elapsed_ms {
+            return Step::Exhausted;
+        }
+        let bits = self.sequence_bits;
+        // No shift overflows: now_ms < 2^time_bits and time_bits + bits <= 63.
+        let start = next_free.max(now_ms << bits);
+        let start_ms = start >> bits;
+        let allowed_ms = now_ms.saturating_add(self.borrow_ms);
+        if start_ms <= allowed_ms {
+            if start_ms > self.max_elapsed_ms {
+                return Step::Exhausted;
+            }
+            return Step::Issue {
+                first: start,
+                next: self.take(start, want),
+            };
+        }
+        self.advance_slow(next_free, now_ms, want)
+    }
+
+    /// The next free slot is ahead of what the clock allows: the sequence ran out, or the
+    /// clock stepped back. Here `next_free > now_ms << bits`, so `next_free >= 1`.
+    #[cold]
+    fn advance_slow(&self, next_free: u64, now_ms: u64, want: u64) -> Step {
+        let bits = self.sequence_bits;
+        let start_ms = next_free >> bits;
+        let last_ms = (next_free - 1) >> bits;
+        let allowed_ms = now_ms.saturating_add(self.borrow_ms);
+        if start_ms > self.max_elapsed_ms {
+            return Step::Exhausted;
+        }
+        if last_ms <= allowed_ms {
+            // Sequence used up in the last allowed millisecond: wait for the next one.
+            return Step::Wait {
+                until_ms: start_ms - self.borrow_ms,
+                clock_behind: false,
+            };
+        }
+        if last_ms - allowed_ms > self.tolerance_ms {
+            return Step::ClockBehind {
+                behind_ms: last_ms - now_ms,
+            };
+        }
+        if start_ms == last_ms {
+            return Step::IssueBehind {
+                first: next_free,
+                next: self.take(next_free, want),
+            };
+        }
+        Step::Wait {
+            until_ms: start_ms - self.borrow_ms,
+            clock_behind: true,
+        }
+    }
+
+    /// The end of a reservation of up to `want` slots from `start`, inside its millisecond.
+    #[inline]
+    fn take(&self, start: u64, want: u64) -> u64 {
+        let end_of_ms = ((start >> self.sequence_bits) + 1) << self.sequence_bits;
+        start + want.min(end_of_ms - start)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULES: Rules = Rules {
+        sequence_bits: 2,
+        max_elapsed_ms: 1000,
+        tolerance_ms: 5,
+        borrow_ms: 0,
+    };
+
+    fn slot(ms: u64, seq: u64) -> u64 {
+        (ms << 2) | seq
+    }
+
+    #[test]
+    fn nothing_issued_starts_at_the_clock_with_sequence_zero() {
+        assert_eq!(
+            RULES.advance(0, 7, 1),
+            Step::Issue { first: slot(7, 0), next: slot(7, 1) }
+        );
+    }
+
+    #[test]
+    fn same_millisecond_counts_up_and_a_new_one_restarts_at_zero() {
+        assert_eq!(
+            RULES.advance(slot(7, 1), 7, 1),
+            Step::Issue { first: slot(7, 1), next: slot(7, 2) }
+        );
+        assert_eq!(
+            RULES.advance(slot(7, 2), 9, 1),
+            Step::Issue { first: slot(9, 0), next: slot(9, 1) }
+        );
+    }
+
+    #[test]
+    fn a_used_up_millisecond_waits_for_the_next() {
+        assert_eq!(
+            RULES.advance(slot(8, 0), 7, 1),
+            Step::Wait { until_ms: 8, clock_behind: false }
+        );
+    }
+
+    #[test]
+    fn borrowing_moves_on_without_waiting_but_only_as_far_as_allowed() {
+        let rules = Rules { borrow_ms: 2, ..RULES };
+        assert_eq!(
+            rules.advance(slot(8, 0), 7, 1),
+            Step::Issue { first: slot(8, 0), next: slot(8, 1) }
+        );
+        assert_eq!(
+            rules.advance(slot(10, 0), 7, 1),
+            Step::Wait { until_ms: 8, clock_behind: false }
+        );
+    }
+
+    #[test]
+    fn a_batch_stops_at_the_end_of_its_millisecond() {
+        assert_eq!(
+            RULES.advance(slot(7, 1), 7, 100),
+            Step::Issue { first: slot(7, 1), next: slot(8, 0) }
+        );
+    }
+
+    #[test]
+    fn clock_behind_within_tolerance_continues_the_last_millisecond_then_waits() {
+        assert_eq!(
+            RULES.advance(slot(20, 2), 17, 1),
+            Step::IssueBehind { first: slot(20, 2), next: slot(20, 3) }
+        );
+        assert_eq!(
+            RULES.advance(slot(21, 0), 17, 1),
+            Step::Wait { until_ms: 21, clock_behind: true }
+        );
+    }
+
+    #[test]
+    fn clock_behind_beyond_tolerance_is_refused() {
+        assert_eq!(
+            RULES.advance(slot(20, 2), 14, 1),
+            Step::ClockBehind { behind_ms: 6 }
+        );
+    }
+
+    #[test]
+    fn the_end_of_time_is_exhausted_never_wrapped() {
+        assert_eq!(RULES.advance(0, 1001, 1), Step::Exhausted);
+        assert_eq!(
+            RULES.advance(slot(1000, 3), 1000, 5),
+            Step::Issue { first: slot(1000, 3), next: slot(1001, 0) }
+        );
+        assert_eq!(RULES.advance(slot(1001, 0), 1000, 1), Step::Exhausted);
+        let borrowing = Rules { borrow_ms: 3, ..RULES };
+        assert_eq!(borrowing.advance(slot(1001, 0), 999, 1), Step::Exhausted);
+    }
+}
