@@ -1,0 +1,86 @@
+//! Many threads, one generator, the real clock: millions of IDs, all unique, and each
+//! thread's IDs strictly increasing.
+
+use std::sync::Barrier;
+use std::thread;
+
+use idgen::{Generator, Id, Layout};
+
+const THREADS: usize = 8;
+
+/// Runs `produce` on `THREADS` threads released together and checks the union of their
+/// IDs: each thread's list strictly increasing, no ID twice across all of them.
+fn check_shared<F>(produce: F) -> usize
+where
+    F: Fn() -> Vec<Id> + Sync,
+{
+    let barrier = Barrier::new(THREADS);
+    let per_thread: Vec<Vec<Id>> = thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    produce()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (thread, ids) in per_thread.iter().enumerate() {
+        if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
+            panic!("thread {thread}: {:?} then {:?}", w[0], w[1]);
+        }
+    }
+    let mut all: Vec<Id> = per_thread.into_iter().flatten().collect();
+    let total = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), total, "{} duplicate IDs", total - all.len());
+    total
+}
+
+#[test]
+fn eight_threads_share_one_generator_with_next_id() {
+    let generator = Generator::builder().build().unwrap();
+    let total = check_shared(|| {
+        (0..500_000)
+            .map(|_| generator.next_id().unwrap())
+            .collect()
+    });
+    assert_eq!(total, 4_000_000);
+    assert!(generator.stats().sequence_exhausted > 0, "never reached the ceiling");
+}
+
+#[test]
+fn eight_threads_share_one_generator_with_next_ids() {
+    let generator = Generator::builder().build().unwrap();
+    let total = check_shared(|| {
+        let mut ids = Vec::with_capacity(500_000);
+        for size in [1, 7, 100, 1000, 4096, 5000].iter().cycle().take(300) {
+            ids.extend(generator.next_ids(*size).unwrap());
+        }
+        ids
+    });
+    assert_eq!(total, 8 * 50 * (1 + 7 + 100 + 1000 + 4096 + 5000));
+}
+
+#[test]
+fn eight_threads_mixing_single_ids_and_batches_on_a_tiny_sequence() {
+    // 64 IDs per millisecond: nearly every call waits for the clock.
+    let generator = Generator::builder()
+        .layout(Layout::new(47, 5, 5, 6).unwrap())
+        .build()
+        .unwrap();
+    let total = check_shared(|| {
+        let mut ids = Vec::new();
+        for round in 0..1_000 {
+            if round % 10 == 0 {
+                ids.extend(generator.next_ids(50).unwrap());
+            } else {
+                ids.push(generator.next_id().unwrap());
+            }
+        }
+        ids
+    });
+    assert_eq!(total, 8 * (100 * 50 + 900));
+}
