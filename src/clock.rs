@@ -240,7 +240,11 @@ mod tests {
     fn mocked() -> (MonotonicClock, std::sync::Arc<quanta::Mock>, ManualClock) {
         let (source, mock) = quanta::Clock::mock();
         let wall = ManualClock::new(START);
-        (MonotonicClock::with_sources(source, wall.clone()), mock, wall)
+        (
+            MonotonicClock::with_sources(source, wall.clone()),
+            mock,
+            wall,
+        )
     }
 
     #[test]

@@ -40,7 +40,9 @@ pub enum Error {
         epoch_unix_ms: i64,
     },
     /// The custom epoch lies after the generator's clock.
-    #[error("invalid epoch: {epoch_unix_ms} (Unix ms) is in the future; the clock reads {now_unix_ms}")]
+    #[error(
+        "invalid epoch: {epoch_unix_ms} (Unix ms) is in the future; the clock reads {now_unix_ms}"
+    )]
     EpochInFuture {
         /// The layout's epoch, in Unix milliseconds.
         epoch_unix_ms: u64,
@@ -156,7 +158,9 @@ pub enum ParseIdError {
     Empty,
     /// A byte that is not allowed in this form (a sign, a space, a letter in decimal, a
     /// letter outside Crockford's alphabet, a non-ASCII byte).
-    #[error("byte {index} is not allowed here (decimal IDs are digits 0-9 only; base32 IDs use Crockford's alphabet)")]
+    #[error(
+        "byte {index} is not allowed here (decimal IDs are digits 0-9 only; base32 IDs use Crockford's alphabet)"
+    )]
     InvalidByte {
         /// Offset of the first offending byte.
         index: usize,

@@ -114,10 +114,7 @@ impl Id {
 
 fn crockford_value(byte: u8) -> Option<u8> {
     let upper = byte.to_ascii_uppercase();
-    CROCKFORD
-        .iter()
-        .position(|&c| c == upper)
-        .map(|p| p as u8)
+    CROCKFORD.iter().position(|&c| c == upper).map(|p| p as u8)
 }
 
 /// The Crockford base32 text of an [`Id`], without allocating. See [`Id::to_base32`].
@@ -282,7 +279,14 @@ mod serde_impls {
 
         #[test]
         fn refuses_numbers_and_malformed_strings() {
-            for bad in ["9007199254740993", "\"\"", "\"-1\"", "\"01\"", "null", "\"1 \""] {
+            for bad in [
+                "9007199254740993",
+                "\"\"",
+                "\"-1\"",
+                "\"01\"",
+                "null",
+                "\"1 \"",
+            ] {
                 let err = serde_json::from_str::<Id>(bad);
                 assert!(err.is_err(), "{bad} was accepted");
             }

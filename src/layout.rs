@@ -99,10 +99,8 @@ impl Layout {
         sequence_bits: u32,
     ) -> Result<Layout, Error> {
         // Widths are summed in u64 so that absurd inputs cannot overflow the check.
-        let total = time_bits as u64
-            + datacenter_bits as u64
-            + worker_bits as u64
-            + sequence_bits as u64;
+        let total =
+            time_bits as u64 + datacenter_bits as u64 + worker_bits as u64 + sequence_bits as u64;
         if total != PAYLOAD_BITS as u64 {
             let total = if total > u32::MAX as u64 {
                 u32::MAX

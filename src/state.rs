@@ -128,7 +128,10 @@ mod tests {
     fn nothing_issued_starts_at_the_clock_with_sequence_zero() {
         assert_eq!(
             RULES.advance(0, 7, 1),
-            Step::Issue { first: slot(7, 0), next: slot(7, 1) }
+            Step::Issue {
+                first: slot(7, 0),
+                next: slot(7, 1)
+            }
         );
     }
 
@@ -136,11 +139,17 @@ mod tests {
     fn same_millisecond_counts_up_and_a_new_one_restarts_at_zero() {
         assert_eq!(
             RULES.advance(slot(7, 1), 7, 1),
-            Step::Issue { first: slot(7, 1), next: slot(7, 2) }
+            Step::Issue {
+                first: slot(7, 1),
+                next: slot(7, 2)
+            }
         );
         assert_eq!(
             RULES.advance(slot(7, 2), 9, 1),
-            Step::Issue { first: slot(9, 0), next: slot(9, 1) }
+            Step::Issue {
+                first: slot(9, 0),
+                next: slot(9, 1)
+            }
         );
     }
 
@@ -148,20 +157,32 @@ mod tests {
     fn a_used_up_millisecond_waits_for_the_next() {
         assert_eq!(
             RULES.advance(slot(8, 0), 7, 1),
-            Step::Wait { until_ms: 8, clock_behind: false }
+            Step::Wait {
+                until_ms: 8,
+                clock_behind: false
+            }
         );
     }
 
     #[test]
     fn borrowing_moves_on_without_waiting_but_only_as_far_as_allowed() {
-        let rules = Rules { borrow_ms: 2, ..RULES };
+        let rules = Rules {
+            borrow_ms: 2,
+            ..RULES
+        };
         assert_eq!(
             rules.advance(slot(8, 0), 7, 1),
-            Step::Issue { first: slot(8, 0), next: slot(8, 1) }
+            Step::Issue {
+                first: slot(8, 0),
+                next: slot(8, 1)
+            }
         );
         assert_eq!(
             rules.advance(slot(10, 0), 7, 1),
-            Step::Wait { until_ms: 8, clock_behind: false }
+            Step::Wait {
+                until_ms: 8,
+                clock_behind: false
+            }
         );
     }
 
@@ -169,7 +190,10 @@ mod tests {
     fn a_batch_stops_at_the_end_of_its_millisecond() {
         assert_eq!(
             RULES.advance(slot(7, 1), 7, 100),
-            Step::Issue { first: slot(7, 1), next: slot(8, 0) }
+            Step::Issue {
+                first: slot(7, 1),
+                next: slot(8, 0)
+            }
         );
     }
 
@@ -177,11 +201,17 @@ mod tests {
     fn clock_behind_within_tolerance_continues_the_last_millisecond_then_waits() {
         assert_eq!(
             RULES.advance(slot(20, 2), 17, 1),
-            Step::IssueBehind { first: slot(20, 2), next: slot(20, 3) }
+            Step::IssueBehind {
+                first: slot(20, 2),
+                next: slot(20, 3)
+            }
         );
         assert_eq!(
             RULES.advance(slot(21, 0), 17, 1),
-            Step::Wait { until_ms: 21, clock_behind: true }
+            Step::Wait {
+                until_ms: 21,
+                clock_behind: true
+            }
         );
     }
 
@@ -198,10 +228,16 @@ mod tests {
         assert_eq!(RULES.advance(0, 1001, 1), Step::Exhausted);
         assert_eq!(
             RULES.advance(slot(1000, 3), 1000, 5),
-            Step::Issue { first: slot(1000, 3), next: slot(1001, 0) }
+            Step::Issue {
+                first: slot(1000, 3),
+                next: slot(1001, 0)
+            }
         );
         assert_eq!(RULES.advance(slot(1001, 0), 1000, 1), Step::Exhausted);
-        let borrowing = Rules { borrow_ms: 3, ..RULES };
+        let borrowing = Rules {
+            borrow_ms: 3,
+            ..RULES
+        };
         assert_eq!(borrowing.advance(slot(1001, 0), 999, 1), Step::Exhausted);
     }
 }

@@ -85,7 +85,10 @@ fn next_id_waits_for_the_clock_when_the_millisecond_is_used_up() {
     let third = thread::scope(|s| {
         let waiter = s.spawn(|| generator.next_id().unwrap());
         thread::sleep(Duration::from_millis(20));
-        assert!(!waiter.is_finished(), "issued a third ID in a 2-ID millisecond");
+        assert!(
+            !waiter.is_finished(),
+            "issued a third ID in a 2-ID millisecond"
+        );
         clock.advance(1);
         waiter.join().unwrap()
     });
@@ -164,7 +167,10 @@ fn borrowing_runs_ahead_of_the_clock_only_as_far_as_allowed() {
         .build()
         .unwrap();
     let ids: Vec<Id> = (0..12).map(|_| generator.try_next_id().unwrap()).collect();
-    let millis: Vec<u64> = ids.iter().map(|&id| generator.decode(id).unix_ms - T0).collect();
+    let millis: Vec<u64> = ids
+        .iter()
+        .map(|&id| generator.decode(id).unix_ms - T0)
+        .collect();
     assert_eq!(millis, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
     assert_eq!(
         generator.try_next_id(),
@@ -271,8 +277,14 @@ fn bad_configuration_is_rejected_at_build() {
 
 #[test]
 fn bad_layouts_are_rejected() {
-    assert_eq!(Layout::new(41, 5, 5, 13), Err(Error::LayoutWidthSum { total: 64 }));
-    assert_eq!(Layout::new(41, 5, 5, 11), Err(Error::LayoutWidthSum { total: 62 }));
+    assert_eq!(
+        Layout::new(41, 5, 5, 13),
+        Err(Error::LayoutWidthSum { total: 64 })
+    );
+    assert_eq!(
+        Layout::new(41, 5, 5, 11),
+        Err(Error::LayoutWidthSum { total: 62 })
+    );
     assert_eq!(
         Layout::new(u32::MAX, u32::MAX, 1, 1),
         Err(Error::LayoutWidthSum { total: u32::MAX })
@@ -283,7 +295,9 @@ fn bad_layouts_are_rejected() {
     );
     assert_eq!(
         Layout::new(41, 11, 11, 0),
-        Err(Error::LayoutZeroWidth { field: Field::Sequence })
+        Err(Error::LayoutZeroWidth {
+            field: Field::Sequence
+        })
     );
     assert_eq!(
         Layout::DEFAULT.with_epoch_unix_ms(-5),
@@ -342,7 +356,10 @@ fn resuming_after_a_millisecond_starts_in_the_next_one_and_guards_the_clock() {
         Err(Error::ClockMovedBackwards { behind_ms: 50 })
     );
     clock.set(T0 + 50);
-    assert!(matches!(generator.try_next_id(), Err(Error::WouldBlock { wait_ms: 1 })));
+    assert!(matches!(
+        generator.try_next_id(),
+        Err(Error::WouldBlock { wait_ms: 1 })
+    ));
     clock.set(T0 + 51);
     let parts = generator.decode(generator.next_id().unwrap());
     assert_eq!((parts.unix_ms, parts.sequence), (T0 + 51, 0));
@@ -370,7 +387,10 @@ fn batches_are_increasing_disjoint_and_span_milliseconds() {
     assert_eq!(batch.len(), 20);
     assert!(batch[0] > single);
     assert!(batch.windows(2).all(|w| w[0] < w[1]));
-    let millis: Vec<u64> = batch.iter().map(|&id| generator.decode(id).unix_ms - T0).collect();
+    let millis: Vec<u64> = batch
+        .iter()
+        .map(|&id| generator.decode(id).unix_ms - T0)
+        .collect();
     assert_eq!(millis, [vec![0; 7], vec![1; 8], vec![2; 5]].concat());
     let mut out = [Id::MIN; 3];
     generator.fill_ids(&mut out).unwrap();
@@ -398,6 +418,8 @@ fn generators_are_send_and_sync_and_live_in_statics() {
     static GENERATOR: std::sync::LazyLock<Generator> =
         std::sync::LazyLock::new(|| Generator::builder().build().unwrap());
     let a = GENERATOR.next_id().unwrap();
-    let b = thread::spawn(|| GENERATOR.next_id().unwrap()).join().unwrap();
+    let b = thread::spawn(|| GENERATOR.next_id().unwrap())
+        .join()
+        .unwrap();
     assert!(a < b);
 }

@@ -41,7 +41,7 @@ fn malformed_decimal_strings_are_refused() {
         ("0x1f", InvalidByte { index: 1 }),
         ("abc", InvalidByte { index: 0 }),
         ("１２", InvalidByte { index: 0 }), // full-width digits
-        ("٣", InvalidByte { index: 0 }),   // Arabic-Indic three
+        ("٣", InvalidByte { index: 0 }),    // Arabic-Indic three
         ("12\u{0}", InvalidByte { index: 2 }),
         ("00", LeadingZero),
         ("01", LeadingZero),
@@ -86,15 +86,10 @@ fn malformed_base32_strings_are_refused() {
 
 #[test]
 fn numbers_outside_the_id_range_are_refused() {
-    assert_eq!(
-        Id::try_from(-1i64),
-        Err(Error::IdOutOfRange { value: -1 })
-    );
+    assert_eq!(Id::try_from(-1i64), Err(Error::IdOutOfRange { value: -1 }));
     assert_eq!(
         Id::try_from(1u64 << 63),
-        Err(Error::IdOutOfRange {
-            value: 1i128 << 63
-        })
+        Err(Error::IdOutOfRange { value: 1i128 << 63 })
     );
     assert_eq!(i64::from(Id::MAX), i64::MAX);
     assert_eq!(u64::from(Id::try_from(5i64).unwrap()), 5);

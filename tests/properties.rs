@@ -101,10 +101,16 @@ impl Reference {
             None => (now, 0),
             Some((last_ms, _)) if now > last_ms => (now, 0),
             Some((last_ms, _)) if last_ms - now > self.tolerance_ms => {
-                return Outcome::ClockBehind { behind_ms: last_ms - now };
+                return Outcome::ClockBehind {
+                    behind_ms: last_ms - now,
+                };
             }
             Some((last_ms, last_seq)) if last_seq < self.max_sequence => (last_ms, last_seq + 1),
-            Some((last_ms, _)) => return Outcome::WouldBlock { wait_ms: last_ms + 1 - now },
+            Some((last_ms, _)) => {
+                return Outcome::WouldBlock {
+                    wait_ms: last_ms + 1 - now,
+                };
+            }
         };
         self.last = Some((ms, sequence));
         Outcome::Issued { ms, sequence }

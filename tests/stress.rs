@@ -42,13 +42,12 @@ where
 #[test]
 fn eight_threads_share_one_generator_with_next_id() {
     let generator = Generator::builder().build().unwrap();
-    let total = check_shared(|| {
-        (0..500_000)
-            .map(|_| generator.next_id().unwrap())
-            .collect()
-    });
+    let total = check_shared(|| (0..500_000).map(|_| generator.next_id().unwrap()).collect());
     assert_eq!(total, 4_000_000);
-    assert!(generator.stats().sequence_exhausted > 0, "never reached the ceiling");
+    assert!(
+        generator.stats().sequence_exhausted > 0,
+        "never reached the ceiling"
+    );
 }
 
 #[test]

@@ -1,0 +1,201 @@
+//! loom models of the real generator code: every atomic, spin and yield of the generator
+//! goes through `src/sync.rs`, so loom explores the interleavings of the actual CAS loop.
+//!
+//! Run: `RUSTFLAGS="--cfg idgen_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom`
+#![cfg(idgen_loom)]
+
+use idgen::{Error, Generator, Id, Layout, ManualClock};
+use loom::sync::Arc;
+use loom::thread;
+
+const T0: u64 = idgen::DEFAULT_EPOCH_UNIX_MS + 1_000;
+
+fn generator(
+    sequence_bits: u32,
+    tolerance_ms: u64,
+    clock: &ManualClock,
+) -> Arc<Generator<ManualClock>> {
+    Arc::new(
+        Generator::builder()
+            .layout(Layout::new(63 - 10 - sequence_bits, 5, 5, sequence_bits).unwrap())
+            .clock(clock.clone())
+            .clock_back_tolerance_ms(tolerance_ms)
+            .build()
+            .unwrap(),
+    )
+}
+
+fn spawn_ids(generator: &Arc<Generator<ManualClock>>, count: usize) -> thread::JoinHandle<Vec<Id>> {
+    let generator = generator.clone();
+    thread::spawn(move || (0..count).map(|_| generator.next_id().unwrap()).collect())
+}
+
+/// Moves the clock one millisecond forward once a call is waiting for it. (A ticker that
+/// moved it unconditionally could move it before any ID is issued, and leave the last
+/// caller waiting for a millisecond that never comes: loom finds that schedule.)
+fn spawn_ticker(
+    generator: &Arc<Generator<ManualClock>>,
+    clock: &ManualClock,
+) -> thread::JoinHandle<()> {
+    let (generator, clock) = (generator.clone(), clock.clone());
+    thread::spawn(move || {
+        while generator.stats().sequence_exhausted == 0 {
+            thread::yield_now();
+        }
+        clock.advance(1);
+    })
+}
+
+/// Each list strictly increasing, and no ID in two places.
+fn assert_unique_and_increasing(lists: &[Vec<Id>]) -> Vec<Id> {
+    for ids in lists {
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "not increasing: {ids:?}"
+        );
+    }
+    let mut all: Vec<Id> = lists.concat();
+    let total = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), total, "duplicates in {lists:?}");
+    all
+}
+
+#[test]
+fn concurrent_next_id_is_unique_and_increasing_per_thread() {
+    loom::model(|| {
+        let clock = ManualClock::new(T0);
+        let generator = generator(12, 10, &clock);
+        let a = spawn_ids(&generator, 2);
+        let b = spawn_ids(&generator, 2);
+        let mine: Vec<Id> = (0..1).map(|_| generator.next_id().unwrap()).collect();
+        let all = assert_unique_and_increasing(&[a.join().unwrap(), b.join().unwrap(), mine]);
+        let sequences: Vec<u64> = all
+            .iter()
+            .map(|&id| generator.decode(id).sequence)
+            .collect();
+        assert_eq!(sequences, [0, 1, 2, 3, 4]);
+    });
+}
+
+#[test]
+fn sequence_overflow_waits_for_the_clock_instead_of_wrapping() {
+    loom::model(|| {
+        // Two IDs per millisecond, three asked for: someone must wait for the next one.
+        let clock = ManualClock::new(T0);
+        let generator = generator(1, 10, &clock);
+        let a = spawn_ids(&generator, 2);
+        let b = spawn_ids(&generator, 1);
+        spawn_ticker(&generator, &clock).join().unwrap();
+        let all = assert_unique_and_increasing(&[a.join().unwrap(), b.join().unwrap()]);
+        let parts: Vec<(u64, u64)> = all
+            .iter()
+            .map(|&id| generator.decode(id))
+            .map(|p| (p.unix_ms - T0, p.sequence))
+            .collect();
+        // The third ID waited for the next millisecond and started its sequence at 0.
+        assert_eq!(parts, [(0, 0), (0, 1), (1, 0)]);
+    });
+}
+
+#[test]
+fn small_clock_step_back_never_repeats_or_decreases() {
+    loom::model(|| {
+        let clock = ManualClock::new(T0);
+        let generator = generator(12, 5, &clock);
+        let first = generator.next_id().unwrap();
+        let stepper = {
+            let clock = clock.clone();
+            thread::spawn(move || clock.set(T0 - 2))
+        };
+        let a = spawn_ids(&generator, 2);
+        let b = spawn_ids(&generator, 1);
+        stepper.join().unwrap();
+        let all =
+            assert_unique_and_increasing(&[vec![first], a.join().unwrap(), b.join().unwrap()]);
+        assert_eq!(all[0], first);
+        assert!(all.iter().all(|&id| generator.decode(id).unix_ms == T0));
+    });
+}
+
+#[test]
+fn big_clock_step_back_refuses_and_leaves_the_state_alone() {
+    loom::model(|| {
+        let clock = ManualClock::new(T0 + 10);
+        let generator = generator(12, 1, &clock);
+        let first = generator.next_id().unwrap();
+        let stepper = {
+            let clock = clock.clone();
+            thread::spawn(move || clock.set(T0))
+        };
+        let attempt = |generator: Arc<Generator<ManualClock>>| {
+            thread::spawn(move || match generator.next_id() {
+                Ok(id) => Some(id),
+                Err(Error::ClockMovedBackwards { behind_ms: 10 }) => None,
+                Err(other) => panic!("unexpected {other}"),
+            })
+        };
+        let a = attempt(generator.clone());
+        let b = attempt(generator.clone());
+        stepper.join().unwrap();
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        assert!(a.iter().chain(&b).all(|&id| id > first));
+        // A refused call issued nothing: the high-water mark is the last ID really issued.
+        let all = assert_unique_and_increasing(&[
+            vec![first],
+            a.into_iter().collect(),
+            b.into_iter().collect(),
+        ]);
+        assert_eq!(generator.high_water_mark(), all.last().copied());
+        // With the clock still behind, calls keep failing; once it is back they go on above.
+        assert!(generator.next_id().is_err());
+        clock.set(T0 + 11);
+        let later = generator.next_id().unwrap();
+        assert!(later > *all.last().unwrap());
+    });
+}
+
+#[test]
+fn next_ids_racing_next_id_gives_disjoint_ids() {
+    loom::model(|| {
+        // Four IDs per millisecond, five asked for: the batch or a single spills over.
+        let clock = ManualClock::new(T0);
+        let generator = generator(2, 10, &clock);
+        let batch = {
+            let generator = generator.clone();
+            thread::spawn(move || generator.next_ids(3).unwrap())
+        };
+        let singles = spawn_ids(&generator, 2);
+        spawn_ticker(&generator, &clock).join().unwrap();
+        let batch = batch.join().unwrap();
+        assert_eq!(batch.len(), 3);
+        let all = assert_unique_and_increasing(&[batch, singles.join().unwrap()]);
+        let millis: Vec<u64> = all
+            .iter()
+            .map(|&id| generator.decode(id).unix_ms - T0)
+            .collect();
+        assert_eq!(millis, [0, 0, 0, 0, 1]);
+    });
+}
+
+#[test]
+fn a_fresher_clock_reading_is_never_mistaken_for_a_step_back() {
+    // Tolerance 0: any state ahead of the clock a thread reads is refused. A thread that sees
+    // a state built from a newer clock reading must also see that reading (Acquire/Release
+    // on the state), or it would refuse although the clock never went back.
+    loom::model(|| {
+        let clock = ManualClock::new(T0);
+        let generator = generator(12, 0, &clock);
+        let mover = {
+            let (generator, clock) = (generator.clone(), clock.clone());
+            thread::spawn(move || {
+                clock.set(T0 + 1);
+                generator.next_id().unwrap()
+            })
+        };
+        let other = spawn_ids(&generator, 1);
+        let ids = [vec![mover.join().unwrap()], other.join().unwrap()];
+        assert_unique_and_increasing(&ids);
+    });
+}
