@@ -10,9 +10,9 @@ use crate::sync::{spin_loop, yield_now};
 /// Spins run in rounds of `2^step` hints; past this step a snooze yields instead.
 #[cfg(not(idgen_loom))]
 const SPIN_LIMIT: u32 = 6;
-/// Under loom every hint is a scheduling point: one is enough to let the others run.
+/// Under loom every hint is a scheduling point: one or two let the others run.
 #[cfg(idgen_loom)]
-const SPIN_LIMIT: u32 = 0;
+const SPIN_LIMIT: u32 = 1;
 
 #[derive(Debug, Default)]
 pub(crate) struct Backoff {

@@ -94,3 +94,8 @@ pub use layout::{DEFAULT_EPOCH_UNIX_MS, IdParts, Layout};
 
 #[doc = include_str!("../docs/design.md")]
 pub mod design {}
+
+/// The README's examples run as doc tests, so the README cannot drift from the code.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
