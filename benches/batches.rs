@@ -3,13 +3,13 @@
 
 mod common;
 
-use common::{idgen, keep, roomy_layout};
+use common::{clock, idgen_on, keep, roomy_layout};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use idgen::Id;
 
 fn batches(c: &mut Criterion) {
     let mut group = c.benchmark_group("batches");
-    let generator = idgen(roomy_layout());
+    let generator = idgen_on(roomy_layout(), clock());
     group.throughput(Throughput::Elements(1));
     group.bench_function(BenchmarkId::new("next_id", 1), |b| {
         b.iter(|| keep(generator.next_id().unwrap()))

@@ -5,23 +5,35 @@
 
 mod common;
 
-use common::{idgen, keep, time_on_threads};
+use common::{idgen_on, keep, recent_clock, time_on_threads};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use idgen::Layout;
 
 fn throughput(c: &mut Criterion) {
     let mut group = c.benchmark_group("throughput_default_layout");
     group.throughput(Throughput::Elements(1));
-    let generator = idgen(Layout::DEFAULT);
+    let monotonic = idgen_on(Layout::DEFAULT, common::clock());
+    let recent = idgen_on(Layout::DEFAULT, recent_clock());
     for threads in [1u64, 2] {
         group.bench_with_input(BenchmarkId::new("idgen", threads), &threads, |b, &t| {
             // Each thread issues its share of `iters` IDs: time / iters is time per ID.
             b.iter_custom(|iters| {
                 time_on_threads(t as usize, iters.div_ceil(t), |n| {
-                    (0..n).for_each(|_| keep(generator.next_id().unwrap()))
+                    (0..n).for_each(|_| keep(monotonic.next_id().unwrap()))
                 })
             })
         });
+        group.bench_with_input(
+            BenchmarkId::new("idgen_recent", threads),
+            &threads,
+            |b, &t| {
+                b.iter_custom(|iters| {
+                    time_on_threads(t as usize, iters.div_ceil(t), |n| {
+                        (0..n).for_each(|_| keep(recent.next_id().unwrap()))
+                    })
+                })
+            },
+        );
     }
     group.finish();
 }

@@ -199,3 +199,54 @@ fn a_fresher_clock_reading_is_never_mistaken_for_a_step_back() {
         assert_unique_and_increasing(&ids);
     });
 }
+
+/// A clock whose cheap reading lags its precise one, as `RecentClock`'s may.
+#[derive(Clone)]
+struct LaggingClock {
+    recent: ManualClock,
+    precise: ManualClock,
+}
+
+impl idgen::Clock for LaggingClock {
+    fn now_unix_ms(&self) -> u64 {
+        idgen::Clock::now_unix_ms(&self.precise)
+    }
+    fn recent_unix_ms(&self) -> u64 {
+        idgen::Clock::now_unix_ms(&self.recent)
+    }
+}
+
+#[test]
+fn a_lagging_cheap_reading_never_causes_a_wait_a_refusal_or_a_duplicate() {
+    loom::model(|| {
+        // Two slots per millisecond; the cheap reading allows one millisecond, the precise
+        // one two: exactly the four IDs asked for, with no wait, even at tolerance 0.
+        let clock = LaggingClock {
+            recent: ManualClock::new(T0),
+            precise: ManualClock::new(T0 + 1),
+        };
+        let generator = Arc::new(
+            Generator::builder()
+                .layout(Layout::new(52, 5, 5, 1).unwrap())
+                .clock(clock)
+                .clock_back_tolerance_ms(0)
+                .build()
+                .unwrap(),
+        );
+        let spawn = |generator: &Arc<Generator<LaggingClock>>| {
+            let generator = generator.clone();
+            thread::spawn(move || {
+                (0..2)
+                    .map(|_| generator.try_next_id().unwrap())
+                    .collect::<Vec<Id>>()
+            })
+        };
+        let (a, b) = (spawn(&generator), spawn(&generator));
+        let all = assert_unique_and_increasing(&[a.join().unwrap(), b.join().unwrap()]);
+        let millis: Vec<u64> = all
+            .iter()
+            .map(|&id| generator.decode(id).unix_ms - T0)
+            .collect();
+        assert_eq!(millis, [0, 0, 1, 1]);
+    });
+}

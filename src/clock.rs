@@ -1,4 +1,4 @@
-//! Where the generator gets the time: a small trait and three clocks.
+//! Where the generator gets the time: a small trait and its clocks.
 
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -13,11 +13,23 @@ use crate::sync::{Arc, AtomicU64, Ordering};
 pub trait Clock: Send + Sync {
     /// Milliseconds since 1970-01-01T00:00:00Z.
     fn now_unix_ms(&self) -> u64;
+
+    /// A cheaper reading that may lag [`Clock::now_unix_ms`] by about a millisecond, but is
+    /// never ahead of it. The generator takes this one on its fast path and falls back to
+    /// `now_unix_ms` before it waits or refuses, so a lagging reading can date an ID slightly
+    /// early but never make a call wait or fail. Default: `now_unix_ms`.
+    #[inline]
+    fn recent_unix_ms(&self) -> u64 {
+        self.now_unix_ms()
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
     fn now_unix_ms(&self) -> u64 {
         (**self).now_unix_ms()
+    }
+    fn recent_unix_ms(&self) -> u64 {
+        (**self).recent_unix_ms()
     }
 }
 
@@ -25,11 +37,17 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     fn now_unix_ms(&self) -> u64 {
         (**self).now_unix_ms()
     }
+    fn recent_unix_ms(&self) -> u64 {
+        (**self).recent_unix_ms()
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for Box<C> {
     fn now_unix_ms(&self) -> u64 {
         (**self).now_unix_ms()
+    }
+    fn recent_unix_ms(&self) -> u64 {
+        (**self).recent_unix_ms()
     }
 }
 

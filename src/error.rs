@@ -100,6 +100,12 @@ pub enum Error {
     /// A string is not the canonical text form of an ID.
     #[error("invalid ID string: {0}")]
     ParseId(#[from] ParseIdError),
+    /// The background thread of a [`RecentClock`](crate::RecentClock) could not be started.
+    #[error("cannot start the clock's upkeep thread: {reason}")]
+    ClockThread {
+        /// What the operating system said.
+        reason: String,
+    },
     /// A batch so large that its vector cannot be allocated.
     #[error("a batch of {requested} IDs cannot be allocated")]
     BatchTooLarge {

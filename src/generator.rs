@@ -358,13 +358,34 @@ impl<C: Clock> Generator<C> {
     fn reserve(&self, want: u64, waiting: Waiting) -> Result<(u64, u64), Error> {
         let mut backoff = Backoff::new();
         let mut counted = false;
+        // The fast path decides on the clock's cheap reading; anything but `Issue` is decided
+        // again on the precise one, so a lagging reading never makes a call wait or fail.
+        let mut precise = false;
         let mut state = self.state.load(Ordering::Acquire);
         loop {
             // Read the clock after the state, so the reading is at least as fresh as the
             // one the state was built from.
-            let now_ms = self.elapsed_ms()?;
+            let unix_ms = if precise {
+                self.clock.now_unix_ms()
+            } else {
+                self.clock.recent_unix_ms()
+            };
+            let Some(now_ms) = unix_ms.checked_sub(self.epoch_unix_ms) else {
+                if !precise {
+                    precise = true;
+                    continue;
+                }
+                return Err(self.refuse(Error::BeforeEpoch {
+                    unix_ms,
+                    epoch_unix_ms: self.epoch_unix_ms,
+                }));
+            };
             let (first, next, behind) = match self.rules.advance(state, now_ms, want) {
                 Step::Issue { first, next } => (first, next, false),
+                _ if !precise => {
+                    precise = true;
+                    continue;
+                }
                 Step::IssueBehind { first, next } => (first, next, true),
                 Step::Wait {
                     until_ms,
@@ -415,17 +436,6 @@ impl<C: Clock> Generator<C> {
                 }
             }
         }
-    }
-
-    #[inline]
-    fn elapsed_ms(&self) -> Result<u64, Error> {
-        let unix_ms = self.clock.now_unix_ms();
-        unix_ms.checked_sub(self.epoch_unix_ms).ok_or_else(|| {
-            self.refuse(Error::BeforeEpoch {
-                unix_ms,
-                epoch_unix_ms: self.epoch_unix_ms,
-            })
-        })
     }
 
     #[cold]

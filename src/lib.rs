@@ -83,6 +83,8 @@ mod error;
 mod generator;
 mod id;
 mod layout;
+#[cfg(not(idgen_loom))]
+mod recent_clock;
 mod state;
 mod sync;
 
@@ -91,6 +93,8 @@ pub use error::{Error, Field, ParseIdError};
 pub use generator::{Builder, DEFAULT_CLOCK_BACK_TOLERANCE_MS, Generator, Stats};
 pub use id::{Base32, Id};
 pub use layout::{DEFAULT_EPOCH_UNIX_MS, IdParts, Layout};
+#[cfg(not(idgen_loom))]
+pub use recent_clock::{RECENT_CLOCK_INTERVAL, RecentClock};
 
 #[doc = include_str!("../docs/design.md")]
 pub mod design {}

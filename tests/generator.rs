@@ -423,3 +423,57 @@ fn generators_are_send_and_sync_and_live_in_statics() {
         .unwrap();
     assert!(a < b);
 }
+
+/// A clock whose cheap reading lags its precise one, as `RecentClock`'s may.
+#[derive(Clone)]
+struct LaggingClock {
+    recent: ManualClock,
+    precise: ManualClock,
+}
+
+impl idgen::Clock for LaggingClock {
+    fn now_unix_ms(&self) -> u64 {
+        idgen::Clock::now_unix_ms(&self.precise)
+    }
+    fn recent_unix_ms(&self) -> u64 {
+        idgen::Clock::now_unix_ms(&self.recent)
+    }
+}
+
+#[test]
+fn a_lagging_cheap_reading_dates_ids_early_but_never_waits_or_refuses() {
+    let clock = LaggingClock {
+        recent: ManualClock::new(T0),
+        precise: ManualClock::new(T0 + 1),
+    };
+    let generator = Generator::builder()
+        .layout(Layout::new(51, 5, 5, 2).unwrap())
+        .clock(clock.clone())
+        .clock_back_tolerance_ms(0)
+        .build()
+        .unwrap();
+    // The fast path dates IDs by the cheap reading ...
+    let ids: Vec<Id> = (0..8).map(|_| generator.try_next_id().unwrap()).collect();
+    let millis: Vec<u64> = ids
+        .iter()
+        .map(|&id| generator.decode(id).unix_ms - T0)
+        .collect();
+    // ... and when that millisecond is used up, the precise reading moves on without a wait,
+    // although the cheap reading is now behind the last issued millisecond and tolerance is 0.
+    assert_eq!(millis, [0, 0, 0, 0, 1, 1, 1, 1]);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    // Only the precise reading can make a call wait.
+    assert_eq!(
+        generator.try_next_id(),
+        Err(Error::WouldBlock { wait_ms: 1 })
+    );
+    assert_eq!(generator.stats().refused, 0);
+    assert_eq!(generator.stats().clock_behind, 0);
+    // A cheap reading before the epoch falls back to the precise one too.
+    clock.recent.set(EPOCH - 5);
+    clock.precise.set(T0 + 2);
+    assert_eq!(
+        generator.decode(generator.next_id().unwrap()).unix_ms,
+        T0 + 2
+    );
+}

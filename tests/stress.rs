@@ -83,3 +83,21 @@ fn eight_threads_mixing_single_ids_and_batches_on_a_tiny_sequence() {
     });
     assert_eq!(total, 8 * (100 * 50 + 900));
 }
+
+#[test]
+fn eight_threads_share_one_generator_on_the_recent_clock() {
+    let generator = Generator::builder()
+        .clock(idgen::RecentClock::new().unwrap())
+        .build()
+        .unwrap();
+    let total = check_shared(|| (0..500_000).map(|_| generator.next_id().unwrap()).collect());
+    assert_eq!(total, 4_000_000);
+    let now = idgen::Clock::now_unix_ms(generator.clock());
+    let newest = generator
+        .decode(generator.high_water_mark().unwrap())
+        .unix_ms;
+    assert!(
+        newest <= now,
+        "an ID dated {newest}, after the clock's {now}"
+    );
+}

@@ -9,7 +9,7 @@ use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen::{Clock, Generator, Layout, MonotonicClock};
+use idgen::{Clock, Generator, Layout, MonotonicClock, RecentClock};
 
 /// 41 bits of time, 22 of sequence: 4 billion IDs per second, never used up in a bench.
 pub fn roomy_layout() -> Layout {
@@ -22,10 +22,18 @@ pub fn clock() -> MonotonicClock {
     CLOCK.get_or_init(MonotonicClock::new).clone()
 }
 
-pub fn idgen(layout: Layout) -> Generator {
+/// One recent clock (one upkeep thread) per bench process.
+pub fn recent_clock() -> RecentClock {
+    static CLOCK: std::sync::OnceLock<RecentClock> = std::sync::OnceLock::new();
+    CLOCK
+        .get_or_init(|| RecentClock::with_interval(clock(), idgen::RECENT_CLOCK_INTERVAL).unwrap())
+        .clone()
+}
+
+pub fn idgen_on<C: Clock>(layout: Layout, clock: C) -> Generator<C> {
     Generator::builder()
         .layout(layout)
-        .clock(clock())
+        .clock(clock)
         .build()
         .unwrap()
 }
@@ -61,20 +69,43 @@ impl FetchAdd {
     }
 }
 
+/// The floor of any compare-and-swap generator: load, add one, compare-and-swap, retry.
+#[derive(Default)]
+pub struct CasLoop(AtomicU64);
+
+impl CasLoop {
+    #[inline]
+    pub fn next(&self) -> u64 {
+        let mut current = self.0.load(Ordering::Acquire);
+        loop {
+            match self.0.compare_exchange_weak(
+                current,
+                current + 1,
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return current,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+}
+
 /// The same rules as idgen's generator (read the clock, same millisecond: sequence + 1,
-/// new millisecond: sequence 0, used up: wait for the next), guarded by a `Mutex`.
-pub struct MutexGenerator {
+/// new millisecond: sequence 0, used up: wait for the next, cheap clock reading first and
+/// the precise one when it would wait), guarded by a `Mutex`.
+pub struct MutexGenerator<C> {
     state: Mutex<(u64, u64)>,
-    clock: MonotonicClock,
+    clock: C,
     epoch_unix_ms: u64,
     sequence_bits: u32,
 }
 
-impl MutexGenerator {
-    pub fn new(layout: Layout) -> Self {
+impl<C: Clock> MutexGenerator<C> {
+    pub fn new(layout: Layout, clock: C) -> Self {
         MutexGenerator {
             state: Mutex::new((0, 0)),
-            clock: clock(),
+            clock,
             epoch_unix_ms: layout.epoch_unix_ms(),
             sequence_bits: layout.sequence_bits(),
         }
@@ -83,8 +114,9 @@ impl MutexGenerator {
     #[inline]
     pub fn next(&self) -> u64 {
         let max_sequence = (1u64 << self.sequence_bits) - 1;
+        let mut now_unix_ms = self.clock.recent_unix_ms();
         loop {
-            let now = self.clock.now_unix_ms() - self.epoch_unix_ms;
+            let now = now_unix_ms - self.epoch_unix_ms;
             let mut state = self.state.lock().unwrap();
             let (last_ms, sequence) = *state;
             if now > last_ms {
@@ -97,6 +129,7 @@ impl MutexGenerator {
             }
             drop(state);
             std::hint::spin_loop();
+            now_unix_ms = self.clock.now_unix_ms();
         }
     }
 }
