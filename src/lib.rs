@@ -47,7 +47,11 @@
 //! # Clock behaviour
 //!
 //! - The default [`MonotonicClock`] never goes backwards inside a process, and jumps forward
-//!   to the wall clock when that is found ahead of it (see its docs).
+//!   to the wall clock when that is found ahead of it (see its docs). [`RecentClock`] adds a
+//!   background thread that caches its reading, so the fast path costs one atomic load
+//!   instead of a clock read; the generator checks the precise reading before it ever waits
+//!   or refuses, so a cached reading's lag only dates an ID up to about a millisecond early.
+//!   [`SystemClock`] is the raw wall clock; [`ManualClock`] is set by hand, for tests.
 //! - **Sequence used up** (more than 2^sequence IDs in one millisecond): the call waits for
 //!   the next millisecond, spinning then yielding. It never wraps. Optionally
 //!   ([`Builder::borrow_ahead_ms`]) a busy generator may run a bounded number of
