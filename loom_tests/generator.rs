@@ -8,6 +8,10 @@ use idgen::{Error, Generator, Id, Layout, ManualClock};
 use loom::sync::Arc;
 use loom::thread;
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::LaggingClock;
+
 const T0: u64 = idgen::DEFAULT_EPOCH_UNIX_MS + 1_000;
 
 fn generator(
@@ -198,22 +202,6 @@ fn a_fresher_clock_reading_is_never_mistaken_for_a_step_back() {
         let ids = [vec![mover.join().unwrap()], other.join().unwrap()];
         assert_unique_and_increasing(&ids);
     });
-}
-
-/// A clock whose cheap reading lags its precise one, as `RecentClock`'s may.
-#[derive(Clone)]
-struct LaggingClock {
-    recent: ManualClock,
-    precise: ManualClock,
-}
-
-impl idgen::Clock for LaggingClock {
-    fn now_unix_ms(&self) -> u64 {
-        idgen::Clock::now_unix_ms(&self.precise)
-    }
-    fn recent_unix_ms(&self) -> u64 {
-        idgen::Clock::now_unix_ms(&self.recent)
-    }
 }
 
 #[test]

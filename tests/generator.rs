@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use idgen::{Error, Field, Generator, Id, IdParts, Layout, ManualClock, Stats};
 
+mod common;
+use common::LaggingClock;
+
 const EPOCH: u64 = idgen::DEFAULT_EPOCH_UNIX_MS;
 const T0: u64 = EPOCH + 1_000_000;
 
@@ -422,22 +425,6 @@ fn generators_are_send_and_sync_and_live_in_statics() {
         .join()
         .unwrap();
     assert!(a < b);
-}
-
-/// A clock whose cheap reading lags its precise one, as `RecentClock`'s may.
-#[derive(Clone)]
-struct LaggingClock {
-    recent: ManualClock,
-    precise: ManualClock,
-}
-
-impl idgen::Clock for LaggingClock {
-    fn now_unix_ms(&self) -> u64 {
-        idgen::Clock::now_unix_ms(&self.precise)
-    }
-    fn recent_unix_ms(&self) -> u64 {
-        idgen::Clock::now_unix_ms(&self.recent)
-    }
 }
 
 #[test]
