@@ -100,6 +100,16 @@ pub enum Error {
     /// A string is not the canonical text form of an ID.
     #[error("invalid ID string: {0}")]
     ParseId(#[from] ParseIdError),
+    /// A sharded generator needs at least one shard, and a worker number for each.
+    #[error(
+        "cannot build {shards} shards from {workers} worker numbers (each shard needs its own, and there must be at least one shard)"
+    )]
+    ShardWorkers {
+        /// Shards asked for.
+        shards: usize,
+        /// Worker numbers in the range given.
+        workers: u64,
+    },
     /// The background thread of a [`RecentClock`](crate::RecentClock) could not be started.
     #[error("cannot start the clock's upkeep thread: {reason}")]
     ClockThread {

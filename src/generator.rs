@@ -73,6 +73,19 @@ pub struct Stats {
     pub refused: u64,
 }
 
+impl std::ops::Add for Stats {
+    type Output = Stats;
+
+    /// Field by field, e.g. to total the shards of a sharded generator.
+    fn add(self, other: Stats) -> Stats {
+        Stats {
+            sequence_exhausted: self.sequence_exhausted + other.sequence_exhausted,
+            clock_behind: self.clock_behind + other.clock_behind,
+            refused: self.refused + other.refused,
+        }
+    }
+}
+
 /// Whether a call may wait for the clock.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Waiting {
@@ -82,6 +95,7 @@ enum Waiting {
 
 /// Where the builder gets its clock: the default is only built if none was given, because
 /// the first `quanta::Clock` of a process calibrates.
+#[derive(Clone)]
 enum ClockSource<C> {
     Default(fn() -> C),
     Given(C),
@@ -95,6 +109,7 @@ enum Mark {
 }
 
 /// Configures and builds a [`Generator`]; start from [`Generator::builder`].
+#[derive(Clone)]
 pub struct Builder<C> {
     layout: Layout,
     datacenter: u64,
@@ -184,6 +199,18 @@ impl<C: Clock> Builder<C> {
     pub fn resume_after_unix_ms(mut self, unix_ms: u64) -> Self {
         self.mark = Some(Mark::UnixMs(unix_ms));
         self
+    }
+
+    /// Builds the clock now (if none was given), so that clones of this builder share it.
+    #[cfg(not(idgen_loom))]
+    pub(crate) fn resolve_clock(self) -> Self {
+        match self.clock {
+            ClockSource::Default(make) => Builder {
+                clock: ClockSource::Given(make()),
+                ..self
+            },
+            ClockSource::Given(_) => self,
+        }
     }
 
     /// Checks the configuration and builds the generator.

@@ -89,6 +89,8 @@ mod id;
 mod layout;
 #[cfg(not(idgen_loom))]
 mod recent_clock;
+#[cfg(not(idgen_loom))]
+mod sharded;
 mod state;
 mod sync;
 
@@ -99,6 +101,8 @@ pub use id::{Base32, Id};
 pub use layout::{DEFAULT_EPOCH_UNIX_MS, IdParts, Layout};
 #[cfg(not(idgen_loom))]
 pub use recent_clock::{RECENT_CLOCK_INTERVAL, RecentClock};
+#[cfg(not(idgen_loom))]
+pub use sharded::{ShardedBuilder, ShardedGenerator};
 
 #[doc = include_str!("../docs/design.md")]
 pub mod design {}
