@@ -14,8 +14,13 @@ use std::fmt;
 ///   string that is not an ID, a clock set before the layout's epoch, or a layout whose time
 ///   range is used up ([`Error::TimeExhausted`]).
 ///
-/// No error changes the generator's state: a refused call issues nothing, and later calls
-/// still return IDs above every ID issued before.
+/// A refused `next_id` issues nothing and changes no state; a batch that fails part-way
+/// discards the IDs it had reserved (they are never issued). Either way later calls return
+/// IDs above every ID issued before.
+///
+/// [`Error::BeforeEpoch`] and [`Error::TimeExhausted`] count as permanent because they mean
+/// a misconfigured layout or clock; if they came from one bogus reading of a clock that is
+/// then corrected, the next call succeeds.
 ///
 /// The messages are part of the API and meant for operators; the fields are meant for code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -48,6 +48,8 @@ pub struct Generator<C: Clock = MonotonicClock> {
     layout: Layout,
     datacenter: u64,
     worker: u64,
+    /// The ID this generator was resumed after, if any: part of its high-water mark.
+    resumed_after: Option<Id>,
     counters: CachePadded<Counters>,
 }
 
@@ -232,7 +234,13 @@ impl<C: Clock> Builder<C> {
             ClockSource::Default(make) => make(),
             ClockSource::Given(clock) => clock,
         };
-        layout.check_epoch(clock.now_unix_ms())?;
+        let now_unix_ms = clock.now_unix_ms();
+        layout.check_epoch(now_unix_ms)?;
+        if now_unix_ms > layout.last_unix_ms() {
+            return Err(Error::TimeExhausted {
+                last_unix_ms: layout.last_unix_ms(),
+            });
+        }
         let node_bits = layout.node_bits(self.datacenter, self.worker);
         let next_free = match self.mark {
             None => 0,
@@ -254,6 +262,10 @@ impl<C: Clock> Builder<C> {
             layout,
             datacenter: self.datacenter,
             worker: self.worker,
+            resumed_after: match self.mark {
+                Some(Mark::Id(id)) => Some(id),
+                _ => None,
+            },
             counters: CachePadded::new(Counters {
                 sequence_exhausted: AtomicU64::new(0),
                 clock_behind: AtomicU64::new(0),
@@ -482,12 +494,14 @@ impl<C: Clock> Generator<C> {
         )
     }
 
-    /// The largest ID whose slot is used: issued, reserved by a batch, or covered by the
-    /// resume mark. Every ID issued later is greater. `None` before the first ID of a
-    /// generator built without a mark. Persist it to resume after a restart.
+    /// The largest ID this generator has used or stands behind: issued, reserved by a batch,
+    /// skipped over, or the ID it was resumed after. Every ID issued later is greater, so
+    /// it is the mark to persist and to [`Builder::resume_after`] on a restart. `None`
+    /// before the first ID of a generator built without an ID mark.
     pub fn high_water_mark(&self) -> Option<Id> {
         let next_free = self.state.load(Ordering::Acquire);
-        next_free.checked_sub(1).map(|slot| self.compose(slot))
+        let used = next_free.checked_sub(1).map(|slot| self.compose(slot));
+        used.max(self.resumed_after)
     }
 
     /// Splits an ID of this generator's layout into its fields.

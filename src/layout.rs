@@ -229,13 +229,14 @@ impl Layout {
     pub const fn ids_per_ms_per_node(&self) -> u64 {
         1 << self.sequence_bits
     }
-    /// IDs one node can issue per second: the throughput ceiling of one generator.
-    pub const fn ids_per_second_per_node(&self) -> u64 {
-        self.ids_per_ms_per_node() * 1000
+    /// IDs one node can issue per second: the throughput ceiling of one generator. (A
+    /// `u128`, because 1,000 times `2^sequence_bits` outgrows `u64` past 54 sequence bits.)
+    pub const fn ids_per_second_per_node(&self) -> u128 {
+        self.ids_per_ms_per_node() as u128 * 1000
     }
     /// IDs the whole cluster (every node at full speed) can issue per second.
     pub const fn cluster_ids_per_second(&self) -> u128 {
-        self.nodes() as u128 * self.ids_per_second_per_node() as u128
+        self.nodes() as u128 * self.ids_per_second_per_node()
     }
     /// The largest sequence number.
     pub const fn max_sequence(&self) -> u64 {

@@ -41,8 +41,10 @@
 //!   (or millisecond) of the previous holder ([`Builder::resume_after`]).
 //! - **Lock-free, not wait-free.** Some thread always makes progress; one thread can lose
 //!   the compare-and-swap race repeatedly under heavy contention (it backs off).
-//! - **Stopping over duplicating.** Every failure is an [`Error`] that issues nothing and
-//!   changes no state. No panics, no wrap-around, no negative IDs.
+//! - **Stopping over duplicating.** Every failure is an [`Error`]. A failed `next_id`
+//!   issues nothing and changes no state; a failed batch discards what it had reserved
+//!   (those IDs are never issued: a gap, not a duplicate). No panics, no wrap-around, no
+//!   negative IDs.
 //!
 //! # Clock behaviour
 //!
@@ -50,7 +52,8 @@
 //!   to the wall clock when that is found ahead of it (see its docs). [`RecentClock`] adds a
 //!   background thread that caches its reading, so the fast path costs one atomic load
 //!   instead of a clock read; the generator checks the precise reading before it ever waits
-//!   or refuses, so a cached reading's lag only dates an ID up to about a millisecond early.
+//!   or refuses, so the cache's lag (about a millisecond on a machine with a core to spare,
+//!   more when the thread is starved) can only date an ID that much early.
 //!   [`SystemClock`] is the raw wall clock; [`ManualClock`] is set by hand, for tests.
 //! - **Sequence used up** (more than 2^sequence IDs in one millisecond): the call waits for
 //!   the next millisecond, spinning then yielding. It never wraps. Optionally
@@ -58,9 +61,12 @@
 //!   milliseconds ahead of the clock instead of waiting.
 //! - **Clock behind the last issued millisecond** (a [`SystemClock`] stepped back, a resume
 //!   mark from a machine whose clock was ahead): within the tolerance
-//!   ([`Builder::clock_back_tolerance_ms`], default 10 ms) calls go on in the last issued
-//!   millisecond while its sequence lasts, then wait for the clock; beyond it they fail with
-//!   [`Error::ClockMovedBackwards`] `{ behind_ms }`, a transient error.
+//!   ([`Builder::clock_back_tolerance_ms`], default 10 ms, plus any borrow allowance) calls
+//!   go on in the last issued millisecond while its sequence lasts, then wait for the clock;
+//!   beyond it they fail with [`Error::ClockMovedBackwards`] `{ behind_ms }`, a transient
+//!   error. A tolerance of 0 is exact for clocks whose readings pass through memory
+//!   ([`ManualClock`]); with the TSC-read clocks, readings on two cores can differ by a
+//!   fraction of a millisecond at a boundary, so keep it at 1 or more there.
 //! - **Past the layout's last instant**: [`Error::TimeExhausted`], permanent.
 //!
 //! # Features
@@ -70,6 +76,11 @@
 //!
 //! # Caveats
 //!
+//! - [`MonotonicClock`] only ever corrects forward. If its source runs fast against the
+//!   wall clock (a calibration error of `quanta`'s TSC scaling), it drifts ahead and stays
+//!   ahead for the life of the process: IDs are then dated slightly in the future, and a
+//!   restarted process resumed after them waits (within tolerance) or refuses until the wall
+//!   clock catches up.
 //! - Uniqueness across processes rests on each live process holding a different node
 //!   number, and on a restarted node resuming after its last ID when its clock might be
 //!   behind. Worker-number leases that enforce both are planned.

@@ -380,9 +380,12 @@ fn batches_are_increasing_disjoint_and_span_milliseconds() {
     let single = generator.next_id().unwrap();
     let batch = thread::scope(|s| {
         let batch = s.spawn(|| generator.next_ids(20).unwrap());
-        // 7 IDs left in this millisecond, 8 in each after: the batch needs two more.
-        for _ in 0..2 {
-            thread::sleep(Duration::from_millis(10));
+        // 7 IDs left in this millisecond, 8 in each after: the batch needs two more. Move
+        // the clock only once the batch waits for it, however late its thread runs.
+        for waits in 1..=2 {
+            while generator.stats().sequence_exhausted < waits {
+                thread::yield_now();
+            }
             clock.advance(1);
         }
         batch.join().unwrap()
@@ -462,5 +465,75 @@ fn a_lagging_cheap_reading_dates_ids_early_but_never_waits_or_refuses() {
     assert_eq!(
         generator.decode(generator.next_id().unwrap()).unix_ms,
         T0 + 2
+    );
+}
+
+#[test]
+fn the_high_water_mark_never_falls_below_the_resume_mark() {
+    let clock = ManualClock::new(T0);
+    let earlier = Generator::builder()
+        .worker(3)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let last = (0..6).map(|_| earlier.next_id().unwrap()).last().unwrap();
+    // A worker that sorts above it resumes after it and persists its mark before issuing.
+    let above = Generator::builder()
+        .worker(7)
+        .clock(clock.clone())
+        .resume_after(last)
+        .build()
+        .unwrap();
+    let mark = above.high_water_mark().unwrap();
+    assert!(mark >= last, "{mark:?} < {last:?}");
+    // Worker 3 coming back after that mark can not reissue anything it issued before.
+    let again = Generator::builder()
+        .worker(3)
+        .clock(clock.clone())
+        .resume_after(mark)
+        .build()
+        .unwrap();
+    assert!(again.next_id().unwrap() > last);
+}
+
+#[test]
+fn extreme_layouts_work_end_to_end() {
+    // One bit of time (2 ms of life) with 62 of sequence, and 62 of time with 1 of sequence.
+    for (time, sequence) in [(1u32, 62u32), (62, 1)] {
+        let layout = Layout::new(time, 0, 0, sequence).unwrap();
+        assert_eq!(layout.ids_per_ms_per_node(), 1 << sequence);
+        assert_eq!(layout.ids_per_second_per_node(), 1000u128 << sequence);
+        assert_eq!(layout.cluster_ids_per_second(), 1000u128 << sequence);
+        let clock = ManualClock::new(EPOCH + 1);
+        let generator = Generator::builder()
+            .layout(layout)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        // Both layouts hold at least 2 IDs per millisecond; a third would wait for the clock.
+        let ids = generator.next_ids(2).unwrap();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        assert!(
+            ids.iter()
+                .all(|&id| generator.decode(id).unix_ms == EPOCH + 1)
+        );
+        assert_eq!(
+            generator.decode(ids[0]),
+            IdParts {
+                unix_ms: EPOCH + 1,
+                datacenter: 0,
+                worker: 0,
+                sequence: 0
+            }
+        );
+    }
+    // Past a 1-bit layout's last instant the build is refused rather than every call.
+    let clock = ManualClock::new(EPOCH + 2);
+    let short = Generator::builder()
+        .layout(Layout::new(1, 0, 0, 62).unwrap())
+        .clock(clock)
+        .build();
+    assert!(
+        matches!(short, Err(Error::TimeExhausted { last_unix_ms }) if last_unix_ms == EPOCH + 1)
     );
 }

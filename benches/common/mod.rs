@@ -139,3 +139,5 @@ impl<C: Clock> MutexGenerator<C> {
 pub fn keep<T>(value: T) {
     black_box(value);
 }
+pub mod entrants;
+pub mod peers;

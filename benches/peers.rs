@@ -1,0 +1,211 @@
+//! idgen beside its peers, in one run. Every entrant is one shared instance at its default
+//! configuration (see `common/peers.rs` and `common/entrants.rs`).
+//!
+//! - `below_ceiling/<entrant>/<threads>`: wait for a millisecond tick, then time a burst of
+//!   1,500 IDs (split over the threads): below the 4,096-per-ms sequence space of every
+//!   Snowflake layout here, so nothing waits for the clock. Time per ID per thread.
+//! - `contention/<entrant>/<threads>`: 1 to 8 threads (more than this machine's cores)
+//!   calling without pause: idgen shared, idgen sharded, and the Mutex baseline, on a layout
+//!   with 16 workers and 18 sequence bits so that the ceiling stays out of the way.
+//! - `batches/<entrant>/<n>`: after a tick, one batch of `n`; time per ID. Peers without a
+//!   batch API are left out.
+//!
+//! Sustained rates and duplicate counts are measured by `benches/sustained.rs`.
+
+mod common;
+
+use std::sync::Barrier;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::entrants::{BareFetchAdd, Idgen, IdgenRecent, IdgenSharded, MutexBaseline};
+use common::peers::{
+    Ferroid, IdGenerator, Peer, RsSnowflake, SnowflakeMe, Snowflaked, Sonyflake, Ulid, UuidV7,
+};
+use common::{MutexGenerator, keep, recent_clock, time_on_threads};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use idgen::{Clock, Generator, Layout, ShardedGenerator};
+
+/// IDs per millisecond across all threads in the below-ceiling scenario.
+const BURST_IDS: u64 = 1_500;
+
+/// Spins until the millisecond changes on idgen's clock.
+fn wait_for_tick() {
+    let clock = common::clock();
+    let start = clock.now_unix_ms();
+    while clock.now_unix_ms() == start {
+        std::hint::spin_loop();
+    }
+}
+
+/// Runs `calls` calls of `call` per thread on `threads` threads, in bursts released right
+/// after a millisecond tick with `calls_per_burst` calls per thread; returns the timed
+/// (in-burst) duration of the slowest thread.
+fn in_bursts(
+    threads: usize,
+    calls: u64,
+    calls_per_burst: u64,
+    call: &(impl Fn() + Sync),
+) -> Duration {
+    let bursts = calls.div_ceil(calls_per_burst);
+    let barrier = Barrier::new(threads + 1);
+    thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut timed = Duration::ZERO;
+                    for _ in 0..bursts {
+                        barrier.wait();
+                        let start = Instant::now();
+                        for _ in 0..calls_per_burst {
+                            call();
+                        }
+                        timed += start.elapsed();
+                    }
+                    timed
+                })
+            })
+            .collect();
+        for _ in 0..bursts {
+            wait_for_tick();
+            barrier.wait();
+        }
+        let slowest = handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .max()
+            .unwrap();
+        // Scale back to exactly `calls` calls.
+        slowest.mul_f64(calls as f64 / (bursts * calls_per_burst) as f64)
+    })
+}
+
+fn below_ceiling_for<P: Peer>(c: &mut Criterion) {
+    let peer = P::new();
+    let mut group = c.benchmark_group("below_ceiling");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(50))
+        .measurement_time(Duration::from_millis(150));
+    for threads in [1usize, 2] {
+        group.bench_with_input(BenchmarkId::new(P::NAME, threads), &threads, |b, &t| {
+            b.iter_custom(|iters| in_bursts(t, iters, BURST_IDS / t as u64, &|| keep(peer.next())))
+        });
+    }
+    group.finish();
+}
+
+fn batches_for<P: Peer>(c: &mut Criterion) {
+    let peer = P::new();
+    let mut probe = Vec::new();
+    if !peer.next_batch(1, &mut probe) {
+        return;
+    }
+    let mut group = c.benchmark_group("batches");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(50))
+        .measurement_time(Duration::from_millis(150));
+    for n in [1usize, 16, 256, 4096] {
+        group.throughput(Throughput::Elements(n as u64));
+        // One batch per tick for large batches; several small ones fit below the ceiling.
+        let per_burst = (BURST_IDS / n as u64).max(1);
+        group.bench_with_input(BenchmarkId::new(P::NAME, n), &n, |b, &n| {
+            let mut out = Vec::with_capacity(n);
+            let out = std::sync::Mutex::new(&mut out);
+            b.iter_custom(|iters| {
+                in_bursts(1, iters, per_burst, &|| {
+                    let mut out = out.lock().unwrap();
+                    out.clear();
+                    peer.next_batch(n, &mut out);
+                    keep(out.len());
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+fn contention(c: &mut Criterion) {
+    // 16 workers, 18 sequence bits: 262,144 IDs per ms per worker.
+    let layout = Layout::new(41, 0, 4, 18).unwrap();
+    let mut group = c.benchmark_group("contention");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    let shared = Generator::builder()
+        .layout(layout)
+        .clock(recent_clock())
+        .build()
+        .unwrap();
+    let sharded = ShardedGenerator::builder()
+        .layout(layout)
+        .clock(recent_clock())
+        .build()
+        .unwrap();
+    let mutex = MutexGenerator::new(layout, recent_clock());
+    for threads in [1usize, 2, 4, 8] {
+        group.bench_with_input(
+            BenchmarkId::new("idgen_shared", threads),
+            &threads,
+            |b, &t| {
+                b.iter_custom(|iters| {
+                    time_on_threads(t, iters, |n| {
+                        (0..n).for_each(|_| keep(shared.next_id().unwrap()))
+                    })
+                })
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new("idgen_sharded", threads),
+            &threads,
+            |b, &t| {
+                b.iter_custom(|iters| {
+                    time_on_threads(t, iters, |n| {
+                        (0..n).for_each(|_| keep(sharded.next_id().unwrap()))
+                    })
+                })
+            },
+        );
+        group.bench_with_input(BenchmarkId::new("mutex", threads), &threads, |b, &t| {
+            b.iter_custom(|iters| {
+                time_on_threads(t, iters, |n| (0..n).for_each(|_| keep(mutex.next())))
+            })
+        });
+    }
+    group.finish();
+}
+
+fn all(c: &mut Criterion) {
+    // Calibrate the shared clocks before anything is timed.
+    keep(common::clock().now_unix_ms());
+    keep(recent_clock().recent_unix_ms());
+    below_ceiling_for::<BareFetchAdd>(c);
+    below_ceiling_for::<MutexBaseline>(c);
+    below_ceiling_for::<Idgen>(c);
+    below_ceiling_for::<IdgenRecent>(c);
+    below_ceiling_for::<IdgenSharded>(c);
+    below_ceiling_for::<Ferroid>(c);
+    below_ceiling_for::<SnowflakeMe>(c);
+    below_ceiling_for::<Snowflaked>(c);
+    below_ceiling_for::<RsSnowflake>(c);
+    below_ceiling_for::<Sonyflake>(c);
+    below_ceiling_for::<IdGenerator>(c);
+    below_ceiling_for::<UuidV7>(c);
+    below_ceiling_for::<Ulid>(c);
+    contention(c);
+    batches_for::<Idgen>(c);
+    batches_for::<IdgenRecent>(c);
+    batches_for::<Ferroid>(c);
+    batches_for::<SnowflakeMe>(c);
+    batches_for::<Snowflaked>(c);
+    batches_for::<RsSnowflake>(c);
+    batches_for::<Sonyflake>(c);
+    batches_for::<IdGenerator>(c);
+    batches_for::<UuidV7>(c);
+    batches_for::<Ulid>(c);
+}
+
+criterion_group!(benches, all);
+criterion_main!(benches);
