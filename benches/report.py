@@ -14,10 +14,17 @@ import subprocess
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CRITERION = ROOT / "target" / "criterion"
 PAGE = ROOT / "docs" / "benchmarks.md"
+PLOT = ROOT / "docs" / "ns_per_id.svg"
+SUSTAINED = ROOT / "target" / "idgen-bench" / "sustained.json"
 COMMAND = (
     "cargo bench --bench hot_path --bench throughput --bench batches -- "
-    "--warm-up-time 1 --measurement-time 3 && python3 benches/report.py"
+    "--warm-up-time 1 --measurement-time 3 && cargo bench --bench peers && "
+    "cargo bench --bench sustained && python3 benches/report.py"
 )
+PEERS = ["ferroid", "snowflake_me", "snowflaked", "rs-snowflake", "sonyflake", "idgenerator",
+         "uuid_v7", "ulid"]
+IDGEN = ["idgen", "idgen_recent", "idgen_sharded"]
+BASELINES = ["fetch_add", "mutex"]
 CEILING_NS = 1e9 / 4_096_000  # default layout: 4,096 IDs per ms per node
 
 
@@ -157,11 +164,185 @@ def main():
                             None if r is None else r <= 0.1))
     lines.append("")
 
+    lines += peer_sections(targets)
+
     lines += ["## Targets", "", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {name} | {value} | {verdict(ok)} |" for name, value, ok in targets]
     lines.append("")
     PAGE.write_text("\n".join(lines))
     print("\n".join(lines))
+
+
+def best(values):
+    present = [(v, k) for k, v in values.items() if v is not None]
+    return min(present) if present else (None, None)
+
+
+def peer_sections(targets):
+    lines = [
+        "## Beside the peers",
+        "",
+        "Each entrant is one instance shared by the threads, at its crate's default",
+        "configuration (`benches/common/peers.rs` says which type and why; rs-snowflake and",
+        "ulid need `&mut self`, so they sit behind our `Mutex`). idgen rows: `idgen` is",
+        "`Generator` on the default `MonotonicClock`, `idgen_recent` on `RecentClock`,",
+        "`idgen_sharded` a `ShardedGenerator` on `RecentClock` (one shard per core).",
+        "",
+        "### Below the ceiling",
+        "",
+        "After each millisecond tick, a burst of 1,500 IDs (split over the threads): below",
+        "every Snowflake layout's 4,096 per millisecond, so nothing waits for the clock",
+        "(sonyflake, at 256 IDs per 10 ms, and idgenerator, at 251 per ms, still do: that is",
+        "their ceiling). Time per ID as seen by each thread.",
+        "",
+        "| entrant | 1 thread ns | 2 threads ns |",
+        "|---|---|---|",
+    ]
+    below = {}
+    for name in BASELINES + IDGEN + PEERS:
+        below[name] = {t: estimate("below_ceiling", name, t) for t in (1, 2)}
+        lines.append(f"| {name} | {fmt(below[name][1])} | {fmt(below[name][2])} |")
+    lines.append("")
+    for threads, limit in ((1, 0.6), (2, 0.7)):
+        best_ns, best_name = best({p: below[p][threads] for p in PEERS})
+        lines.append(f"Best peer with {threads} thread(s): {best_name} ({fmt(best_ns)} ns).")
+        for name in ("idgen", "idgen_recent"):
+            r = ratio(below[name][threads], best_ns)
+            targets.append((f"below ceiling, {threads} thread(s): {name} at most {limit}x the best "
+                            f"peer ({best_name})", fmt_ratio(r), None if r is None else r <= limit))
+    lines.append("")
+    r = ratio(below["idgen_sharded"][2], below["idgen_recent"][1])
+    targets.append(("sharded, 2 threads, within 1.5x of idgen's 1-thread figure (same clock)",
+                    fmt_ratio(r), None if r is None else r <= 1.5))
+
+    lines += [
+        "### Contention",
+        "",
+        "Threads calling without pause, 1 to 8 (this machine has 2 cores), on a layout with 16",
+        "workers and 18 sequence bits so that the ceiling stays out of the way; all on",
+        "`RecentClock`. Time per call as seen by each thread.",
+        "",
+        "| threads | idgen shared ns | idgen sharded ns | mutex ns | sharded / shared | shared / mutex |",
+        "|---|---|---|---|---|---|",
+    ]
+    contention = {}
+    for threads in (1, 2, 4, 8):
+        row = {n: estimate("contention", n, threads) for n in ("idgen_shared", "idgen_sharded", "mutex")}
+        contention[threads] = row
+        lines.append(
+            f"| {threads} | {fmt(row['idgen_shared'])} | {fmt(row['idgen_sharded'])} | "
+            f"{fmt(row['mutex'])} | {fmt_ratio(ratio(row['idgen_sharded'], row['idgen_shared']))} | "
+            f"{fmt_ratio(ratio(row['idgen_shared'], row['mutex']))} |"
+        )
+    lines += ["", f"![ns per ID against threads](ns_per_id.svg)", ""]
+    draw_plot(below, contention)
+
+    lines += [
+        "### Batches",
+        "",
+        "After a tick, batches of `n` up to 1,500 IDs per millisecond (one batch of 4,096 per",
+        "millisecond). Only snowflake_me among the peers has a batch API (`next_ids`).",
+        "",
+        "| n | " + " | ".join(f"{e} ns/ID" for e in ("idgen", "idgen_recent", "snowflake_me")) + " |",
+        "|---|---|---|---|",
+    ]
+    for n in (1, 16, 256, 4096):
+        cells = []
+        for e in ("idgen", "idgen_recent", "snowflake_me"):
+            t = estimate("batches", e, n)
+            cells.append(fmt(None if t is None else t / n))
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        if n == 4096:
+            peer = estimate("batches", "snowflake_me", n)
+            for e in ("idgen", "idgen_recent"):
+                mine = estimate("batches", e, n)
+                r = ratio(mine, peer)
+                targets.append((f"batches of 4096: {e} at most 0.6x the best peer's (snowflake_me) per ID",
+                                fmt_ratio(r), None if r is None else r <= 0.6))
+    lines.append("")
+
+    lines += [
+        "### Sustained, with duplicates counted",
+        "",
+        "Each entrant runs for 3 s from 1 and from 2 threads; every ID is kept, then sorted",
+        "and counted (`benches/sustained.rs`). Share of ceiling: IDs per second over",
+        "4,096,000 (the default Snowflake ceiling; sonyflake's is 25,600/s and UUIDv7's and",
+        "ULID's are far higher, so their share is only a rate).",
+        "",
+        "| entrant | threads | IDs per second | share of 4,096,000/s | duplicates | out of order in a thread |",
+        "|---|---|---|---|---|---|",
+    ]
+    if SUSTAINED.exists():
+        for row in json.loads(SUSTAINED.read_text()):
+            rate = row["ids"] / row["seconds"]
+            share = rate / 4_096_000
+            lines.append(
+                f"| {row['name']} | {row['threads']} | {rate:,.0f} | {share:.1%} | "
+                f"{row['duplicates']} | {row['out_of_order']} |"
+            )
+            if row["name"] in ("idgen", "idgen_recent"):
+                targets.append((f"sustained {row['name']}, {row['threads']} thread(s): at least "
+                                "99.5% of the ceiling, zero duplicates",
+                                f"{share:.2%}, {row['duplicates']} duplicates",
+                                share >= 0.995 and row["duplicates"] == 0))
+    else:
+        lines.append("| (run `cargo bench --bench sustained` first) | | | | | |")
+    lines.append("")
+    return lines
+
+
+def draw_plot(below, contention):
+    """ns per ID (log scale) against threads: contention lines for idgen, and the
+    below-ceiling 1- and 2-thread points of every entrant."""
+    series = {}
+    for name in ("idgen_shared", "idgen_sharded", "mutex"):
+        series[f"{name} (contention)"] = [(t, contention[t][name]) for t in (1, 2, 4, 8)]
+    for name in IDGEN + PEERS:
+        series[f"{name} (below ceiling)"] = [(t, below[name][t]) for t in (1, 2)]
+    points = [v for s in series.values() for _, v in s if v]
+    if not points:
+        return
+    import math
+    width, height, left, right, top, bottom = 860, 480, 70, 250, 30, 50
+    lo, hi = math.log10(min(points)) - 0.1, math.log10(max(points)) + 0.1
+    def x(t):
+        return left + (math.log2(t) / 3) * (width - left - right)
+    def y(v):
+        return top + (hi - math.log10(v)) / (hi - lo) * (height - top - bottom)
+    palette = ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d",
+               "#666666", "#1f78b4", "#b2df8a", "#fb9a99", "#cab2d6", "#ff7f00", "#6a3d9a"]
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           'font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{left}" y="18" font-size="13">ns per ID (log scale) against threads; '
+           'generated by benches/report.py</text>']
+    for t in (1, 2, 4, 8):
+        out.append(f'<line x1="{x(t):.1f}" y1="{top}" x2="{x(t):.1f}" y2="{height - bottom}" stroke="#ddd"/>')
+        out.append(f'<text x="{x(t):.1f}" y="{height - bottom + 16}" text-anchor="middle">{t}</text>')
+    decade = math.floor(lo)
+    while decade <= hi:
+        for m in (1, 2, 5):
+            v = m * 10 ** decade
+            if lo <= math.log10(v) <= hi:
+                out.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{width - right}" y2="{y(v):.1f}" stroke="#eee"/>')
+                out.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:g}</text>')
+        decade += 1
+    out.append(f'<text x="{(left + width - right) / 2}" y="{height - 12}" text-anchor="middle">threads</text>')
+    for i, (name, pts) in enumerate(series.items()):
+        color = palette[i % len(palette)]
+        pts = [(t, v) for t, v in pts if v]
+        if not pts:
+            continue
+        dash = "" if "contention" in name else ' stroke-dasharray="4 3"'
+        path = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
+        for t, v in pts:
+            out.append(f'<circle cx="{x(t):.1f}" cy="{y(v):.1f}" r="3" fill="{color}"/>')
+        ly = top + 14 * i
+        out.append(f'<line x1="{width - right + 10}" y1="{ly}" x2="{width - right + 30}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/>')
+        out.append(f'<text x="{width - right + 34}" y="{ly + 4}">{name}</text>')
+    out.append("</svg>")
+    PLOT.write_text("\n".join(out) + "\n")
 
 
 if __name__ == "__main__":

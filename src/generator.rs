@@ -319,6 +319,26 @@ impl<C: Clock> Generator<C> {
     /// A failed call issues nothing and changes no state.
     #[inline]
     pub fn next_id(&self) -> Result<Id, Error> {
+        // One attempt of the CAS loop, small enough to inline into the caller; anything
+        // but a clean `Issue` won on the first swap goes through the full loop.
+        let state = self.state.load(Ordering::Acquire);
+        if let Some(now_ms) = self.clock.recent_unix_ms().checked_sub(self.epoch_unix_ms) {
+            if let Step::Issue { first, next } = self.rules.advance(state, now_ms, 1) {
+                if self
+                    .state
+                    .compare_exchange_weak(state, next, Ordering::Release, Ordering::Acquire)
+                    .is_ok()
+                {
+                    return Ok(self.compose(first));
+                }
+            }
+        }
+        self.next_id_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn next_id_slow(&self) -> Result<Id, Error> {
         let (first, _) = self.reserve(1, Waiting::Allowed)?;
         Ok(self.compose(first))
     }
