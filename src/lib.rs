@@ -30,6 +30,10 @@
 //!
 //! Other splits adding up to 63 bits, and other epochs, are a [`Layout::new`] away.
 //!
+//! For thread pools, [`ShardedGenerator`] holds one generator per core, each with its own
+//! worker number, and pins every thread to one of them: threads on different cores then
+//! never contend for a cache line.
+//!
 //! # Guarantees
 //!
 //! - **Unique per node.** One generator never issues an ID twice. Two generators never
