@@ -2,39 +2,11 @@
 //! more threads than shards.
 
 use std::collections::HashSet;
-use std::sync::Barrier;
-use std::thread;
 
 use idgen::{Error, Id, ManualClock, ShardedGenerator};
 
-/// `threads` threads released together, each producing with `produce`; returns each
-/// thread's IDs after checking they increase and that no ID appears twice overall.
-fn run<F: Fn() -> Vec<Id> + Sync>(threads: usize, produce: F) -> Vec<Vec<Id>> {
-    let barrier = Barrier::new(threads);
-    let per_thread: Vec<Vec<Id>> = thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    barrier.wait();
-                    produce()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    for ids in &per_thread {
-        assert!(
-            ids.windows(2).all(|w| w[0] < w[1]),
-            "a thread's IDs decreased"
-        );
-    }
-    let mut all: Vec<Id> = per_thread.concat();
-    let total = all.len();
-    all.sort_unstable();
-    all.dedup();
-    assert_eq!(all.len(), total, "{} duplicates", total - all.len());
-    per_thread
-}
+mod common;
+use common::produce_on_threads as run;
 
 #[test]
 fn sixteen_threads_on_four_shards_issue_millions_of_unique_ids() {

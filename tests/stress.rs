@@ -1,42 +1,21 @@
 //! Many threads, one generator, the real clock: millions of IDs, all unique, and each
 //! thread's IDs strictly increasing.
 
-use std::sync::Barrier;
-use std::thread;
-
 use idgen::{Generator, Id, Layout};
+
+mod common;
 
 const THREADS: usize = 8;
 
-/// Runs `produce` on `THREADS` threads released together and checks the union of their
-/// IDs: each thread's list strictly increasing, no ID twice across all of them.
+/// Checks the IDs of `THREADS` threads released together (see `common`) and counts them.
 fn check_shared<F>(produce: F) -> usize
 where
     F: Fn() -> Vec<Id> + Sync,
 {
-    let barrier = Barrier::new(THREADS);
-    let per_thread: Vec<Vec<Id>> = thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|_| {
-                s.spawn(|| {
-                    barrier.wait();
-                    produce()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    for (thread, ids) in per_thread.iter().enumerate() {
-        if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
-            panic!("thread {thread}: {:?} then {:?}", w[0], w[1]);
-        }
-    }
-    let mut all: Vec<Id> = per_thread.into_iter().flatten().collect();
-    let total = all.len();
-    all.sort_unstable();
-    all.dedup();
-    assert_eq!(all.len(), total, "{} duplicate IDs", total - all.len());
-    total
+    common::produce_on_threads(THREADS, produce)
+        .iter()
+        .map(Vec::len)
+        .sum()
 }
 
 #[test]

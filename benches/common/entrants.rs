@@ -1,42 +1,43 @@
 //! idgen and the two baselines in the same shape as the peers (`peers::Peer`), so every
 //! scenario runs each entrant through one code path.
 
-use idgen::{Generator, Layout, RecentClock, ShardedGenerator};
+use idgen::{Clock, Generator, Layout, MonotonicClock, RecentClock, ShardedGenerator};
 
 use super::peers::Peer;
 use super::{FetchAdd, MutexGenerator, clock, recent_clock};
 
-/// idgen's `Generator` at its defaults: default layout, `MonotonicClock`.
-pub struct Idgen(Generator);
+/// A clock an idgen entrant can run on, and the entrant's name with it.
+pub trait EntrantClock: Clock + Sized {
+    const NAME: &'static str;
+    fn shared() -> Self;
+}
 
-impl Peer for Idgen {
+impl EntrantClock for MonotonicClock {
     const NAME: &'static str = "idgen";
-    fn new() -> Self {
-        Idgen(Generator::builder().clock(clock()).build().unwrap())
-    }
-    #[inline]
-    fn next(&self) -> u128 {
-        u128::from(self.0.next_id().unwrap().as_u64())
-    }
-    fn next_batch(&self, n: usize, out: &mut Vec<u128>) -> bool {
-        out.extend(
-            self.0
-                .next_ids(n)
-                .unwrap()
-                .into_iter()
-                .map(|id| u128::from(id.as_u64())),
-        );
-        true
+    fn shared() -> Self {
+        clock()
     }
 }
 
-/// idgen's `Generator` on `RecentClock`, default layout.
-pub struct IdgenRecent(Generator<RecentClock>);
-
-impl Peer for IdgenRecent {
+impl EntrantClock for RecentClock {
     const NAME: &'static str = "idgen_recent";
+    fn shared() -> Self {
+        recent_clock()
+    }
+}
+
+/// idgen's `Generator` at its defaults (default layout) on the clock `C`.
+pub struct IdgenOn<C: Clock>(Generator<C>);
+
+/// The default: `MonotonicClock`.
+pub type Idgen = IdgenOn<MonotonicClock>;
+/// On `RecentClock`.
+pub type IdgenRecent = IdgenOn<RecentClock>;
+
+impl<C: EntrantClock> Peer for IdgenOn<C> {
+    const NAME: &'static str = C::NAME;
     fn new() -> Self {
-        IdgenRecent(Generator::builder().clock(recent_clock()).build().unwrap())
+        IdgenOn(Generator::builder().clock(C::shared()).build().unwrap())
     }
     #[inline]
     fn next(&self) -> u128 {
