@@ -240,8 +240,8 @@ def peer_sections(targets):
     lines += [
         "### Batches",
         "",
-        "After a tick, batches of `n` up to 1,500 IDs per millisecond (one batch of 4,096 per",
-        "millisecond). Only snowflake_me among the peers has a batch API (`next_ids`).",
+        "After a tick, batches of `n` up to 1,500 IDs per millisecond (a batch of 4,096 every",
+        "third millisecond). Only snowflake_me among the peers has a batch API (`next_ids`).",
         "",
         "| n | " + " | ".join(f"{e} ns/ID" for e in ("idgen", "idgen_recent", "snowflake_me")) + " |",
         "|---|---|---|---|",

@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::fmt;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
@@ -17,10 +17,16 @@ use crate::layout::{IdParts, Layout};
 /// Hands each new thread the next number, round-robin over every sharded generator.
 static NEXT_THREAD_SLOT: AtomicU32 = AtomicU32::new(0);
 
+/// Names each sharded generator for the per-thread cache below (0 is never used).
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
 thread_local! {
     /// This thread's number, drawn on its first call and kept for its life: the same thread
     /// always lands on the same shard, so its IDs keep increasing.
     static THREAD_SLOT: Cell<Option<u32>> = const { Cell::new(None) };
+    /// The last sharded generator this thread used, and its shard there: saves computing
+    /// the shard on every call.
+    static LAST_SHARD: Cell<(u64, usize)> = const { Cell::new((0, 0)) };
 }
 
 fn thread_slot() -> u32 {
@@ -59,6 +65,7 @@ fn thread_slot() -> u32 {
 /// ```
 pub struct ShardedGenerator<C: Clock = MonotonicClock> {
     shards: Box<[CachePadded<Generator<C>>]>,
+    instance: u64,
     /// Lemire's multiplier for `slot % shards.len()` without a division on the hot path.
     fastmod_multiplier: u64,
 }
@@ -170,6 +177,7 @@ impl<C: Clock + Clone> ShardedBuilder<C> {
         let fastmod_multiplier = (u64::MAX / shards.len() as u64).wrapping_add(1);
         Ok(ShardedGenerator {
             shards,
+            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
             fastmod_multiplier,
         })
     }
@@ -179,7 +187,21 @@ impl<C: Clock> ShardedGenerator<C> {
     /// The shard this thread is pinned to.
     #[inline]
     pub fn shard(&self) -> &Generator<C> {
-        &self.shards[self.shard_index(thread_slot())]
+        let (instance, index) = LAST_SHARD.get();
+        let index = if instance == self.instance {
+            index
+        } else {
+            self.pin_thread()
+        };
+        &self.shards[index]
+    }
+
+    /// Works out this thread's shard and caches it for the next calls.
+    #[cold]
+    fn pin_thread(&self) -> usize {
+        let index = self.shard_index(thread_slot());
+        LAST_SHARD.set((self.instance, index));
+        index
     }
 
     /// `slot % shards` by multiplication (Lemire, "Faster remainder by direct computation").
