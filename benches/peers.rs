@@ -7,8 +7,9 @@
 //! - `contention/<entrant>/<threads>`: 1 to 8 threads (more than this machine's cores)
 //!   calling without pause: idgen shared, idgen sharded, and the Mutex baseline, on a layout
 //!   with 16 workers and 18 sequence bits so that the ceiling stays out of the way.
-//! - `batches/<entrant>/<n>`: after a tick, one batch of `n`; time per ID. Peers without a
-//!   batch API are left out.
+//! - `batches_fresh/<entrant>/<n>` and `batches_reused/<entrant>/<n>`: after a tick, one
+//!   batch of `n` into a new `Vec` (`next_ids`) or into a buffer kept between calls
+//!   (`fill_ids`, `next_ids_into`); time per ID. Peers without a batch API are left out.
 //!
 //! Sustained rates and duplicate counts are measured by `benches/sustained.rs`.
 
@@ -20,7 +21,8 @@ use std::time::{Duration, Instant};
 
 use common::entrants::{BareFetchAdd, Idgen, IdgenRecent, IdgenSharded, MutexBaseline};
 use common::peers::{
-    Ferroid, IdGenerator, Peer, RsSnowflake, SnowflakeMe, Snowflaked, Sonyflake, Ulid, UuidV7,
+    Batch, Ferroid, IdGenerator, Peer, RsSnowflake, SnowflakeMe, Snowflaked, Sonyflake, Ulid,
+    UuidV7,
 };
 use common::{MutexGenerator, keep, recent_clock, time_on_threads};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -104,35 +106,31 @@ fn below_ceiling_for<P: Peer>(c: &mut Criterion) {
 
 fn batches_for<P: Peer>(c: &mut Criterion) {
     let peer = P::new();
-    let mut probe = Vec::new();
-    if !peer.next_batch(1, &mut probe) {
+    if peer.next_batch(1, Batch::Fresh).is_none() {
         return;
     }
-    let mut group = c.benchmark_group("batches");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(50))
-        .measurement_time(Duration::from_millis(150));
-    for n in [1usize, 16, 256, 4096] {
-        group.throughput(Throughput::Elements(n as u64));
-        // Several small batches per tick; a batch larger than a burst gets as many ticks as
-        // it needs to stay below the ceiling on average (a batch of 4,096 every 3 ms).
-        let per_burst = (BURST_IDS / n as u64).max(1);
-        let ticks = (n as u64).div_ceil(BURST_IDS);
-        group.bench_with_input(BenchmarkId::new(P::NAME, n), &n, |b, &n| {
-            let mut out = Vec::with_capacity(n);
-            let out = std::sync::Mutex::new(&mut out);
-            b.iter_custom(|iters| {
-                in_bursts(1, iters, per_burst, ticks, &|| {
-                    let mut out = out.lock().unwrap();
-                    out.clear();
-                    peer.next_batch(n, &mut out);
-                    keep(out.len());
+    for batch in Batch::ALL {
+        let mut group = c.benchmark_group(format!("batches_{}", batch.name()));
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(50))
+            .measurement_time(Duration::from_millis(600));
+        for n in [1usize, 16, 256, 4096] {
+            group.throughput(Throughput::Elements(n as u64));
+            // Several small batches per tick; a batch larger than a burst gets as many ticks
+            // as it needs to stay below the ceiling on average (a batch of 4,096 every 3 ms).
+            let per_burst = (BURST_IDS / n as u64).max(1);
+            let ticks = (n as u64).div_ceil(BURST_IDS);
+            group.bench_with_input(BenchmarkId::new(P::NAME, n), &n, |b, &n| {
+                b.iter_custom(|iters| {
+                    in_bursts(1, iters, per_burst, ticks, &|| {
+                        assert_eq!(peer.next_batch(n, batch), Some(n));
+                    })
                 })
-            })
-        });
+            });
+        }
+        group.finish();
     }
-    group.finish();
 }
 
 fn contention(c: &mut Criterion) {

@@ -241,24 +241,27 @@ def peer_sections(targets):
         "### Batches",
         "",
         "After a tick, batches of `n` up to 1,500 IDs per millisecond (a batch of 4,096 every",
-        "third millisecond). Only snowflake_me among the peers has a batch API (`next_ids`).",
+        "third millisecond), in each crate's own ID type. Only snowflake_me among the peers has",
+        "a batch API. *fresh*: a new `Vec` per call (`next_ids` in both crates); *reused*: into",
+        "a buffer kept between calls (idgen's `fill_ids`, snowflake_me's `next_ids_into`).",
         "",
-        "| n | " + " | ".join(f"{e} ns/ID" for e in ("idgen", "idgen_recent", "snowflake_me")) + " |",
-        "|---|---|---|---|",
+        "| n | " + " | ".join(f"{e} {b} ns/ID" for b in ("fresh", "reused")
+                            for e in ("idgen", "idgen_recent", "snowflake_me")) + " |",
+        "|---|---|---|---|---|---|---|",
     ]
     for n in (1, 16, 256, 4096):
         cells = []
-        for e in ("idgen", "idgen_recent", "snowflake_me"):
-            t = estimate("batches", e, n)
-            cells.append(fmt(None if t is None else t / n))
+        for b in ("fresh", "reused"):
+            for e in ("idgen", "idgen_recent", "snowflake_me"):
+                t = estimate(f"batches_{b}", e, n)
+                cells.append(fmt(None if t is None else t / n))
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
-        if n == 4096:
-            peer = estimate("batches", "snowflake_me", n)
-            for e in ("idgen", "idgen_recent"):
-                mine = estimate("batches", e, n)
-                r = ratio(mine, peer)
-                targets.append((f"batches of 4096: {e} at most 0.6x the best peer's (snowflake_me) per ID",
-                                fmt_ratio(r), None if r is None else r <= 0.6))
+    for b in ("fresh", "reused"):
+        peer = estimate(f"batches_{b}", "snowflake_me", 4096)
+        for e in ("idgen", "idgen_recent"):
+            r = ratio(estimate(f"batches_{b}", e, 4096), peer)
+            targets.append((f"batches of 4096, {b}: {e} at most 0.6x the best peer's "
+                            "(snowflake_me) per ID", fmt_ratio(r), None if r is None else r <= 0.6))
     lines.append("")
 
     lines += [

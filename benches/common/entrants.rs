@@ -1,9 +1,11 @@
 //! idgen and the two baselines in the same shape as the peers (`peers::Peer`), so every
 //! scenario runs each entrant through one code path.
 
-use idgen::{Clock, Generator, Layout, MonotonicClock, RecentClock, ShardedGenerator};
+use std::sync::Mutex;
 
-use super::peers::Peer;
+use idgen::{Clock, Generator, Id, Layout, MonotonicClock, RecentClock, ShardedGenerator};
+
+use super::peers::{Batch, Peer};
 use super::{FetchAdd, MutexGenerator, clock, recent_clock};
 
 /// A clock an idgen entrant can run on, and the entrant's name with it.
@@ -27,7 +29,11 @@ impl EntrantClock for RecentClock {
 }
 
 /// idgen's `Generator` at its defaults (default layout) on the clock `C`.
-pub struct IdgenOn<C: Clock>(Generator<C>);
+pub struct IdgenOn<C: Clock> {
+    generator: Generator<C>,
+    /// `fill_ids`'s buffer, kept between calls.
+    reused: Mutex<Vec<Id>>,
+}
 
 /// The default: `MonotonicClock`.
 pub type Idgen = IdgenOn<MonotonicClock>;
@@ -37,21 +43,25 @@ pub type IdgenRecent = IdgenOn<RecentClock>;
 impl<C: EntrantClock> Peer for IdgenOn<C> {
     const NAME: &'static str = C::NAME;
     fn new() -> Self {
-        IdgenOn(Generator::builder().clock(C::shared()).build().unwrap())
+        IdgenOn {
+            generator: Generator::builder().clock(C::shared()).build().unwrap(),
+            reused: Mutex::new(Vec::new()),
+        }
     }
     #[inline]
     fn next(&self) -> u128 {
-        u128::from(self.0.next_id().unwrap().as_u64())
+        u128::from(self.generator.next_id().unwrap().as_u64())
     }
-    fn next_batch(&self, n: usize, out: &mut Vec<u128>) -> bool {
-        out.extend(
-            self.0
-                .next_ids(n)
-                .unwrap()
-                .into_iter()
-                .map(|id| u128::from(id.as_u64())),
-        );
-        true
+    fn next_batch(&self, n: usize, batch: Batch) -> Option<usize> {
+        Some(match batch {
+            Batch::Fresh => std::hint::black_box(self.generator.next_ids(n).unwrap()).len(),
+            Batch::Reused => {
+                let mut out = self.reused.lock().unwrap();
+                out.resize(n, Id::MIN);
+                self.generator.fill_ids(&mut out).unwrap();
+                std::hint::black_box(&*out).len()
+            }
+        })
     }
 }
 

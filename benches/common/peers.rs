@@ -19,18 +19,42 @@ pub trait Peer: Sync {
     /// One ID as u128 (u64 IDs widened), so duplicates can be counted across peers. Must not
     /// panic on the hot path except where the crate itself panics (documented per peer).
     fn next(&self) -> u128;
-    /// Pushes `n` IDs into `out` through the peer's own batch API, or returns false (pushing
-    /// nothing) when the crate has none.
+    /// Makes `n` IDs through the peer's own batch API, in the crate's own ID type, and
+    /// returns how many it made, or `None` when the crate has no batch API. `Batch::Fresh`
+    /// returns a newly allocated `Vec` (dropped here after `black_box`); `Batch::Reused`
+    /// writes into a buffer the adapter keeps between calls, so no allocation is timed. IDs
+    /// are not widened to u128: the batch scenario times the generator, not a copy.
     ///
-    /// Of the peers, only snowflake_me has one (`Snowflake::next_ids`). Checked and found
-    /// without: ferroid 2.0.0 (`next_id` / `poll_id` / `try_*` / async variants and the
-    /// thread-local `Ulid`, all one ID per call), snowflaked (`generate`), rs-snowflake
-    /// (`SnowflakeIdBucket` refills 4,091 IDs in a private `generate_ids`, but its only public
-    /// getter is `get_id(&mut self) -> i64`, one per call), sonyflake (`next_id`),
-    /// idgenerator (`IdInstance::next_id`; `IdVecInstance` is several generators, not a
-    /// batch), uuid (`now_v7` / `new_v7`), ulid (`Generator::generate*`).
-    fn next_batch(&self, _n: usize, _out: &mut Vec<u128>) -> bool {
-        false
+    /// Of the peers, only snowflake_me has one (`Snowflake::next_ids` and
+    /// `next_ids_into`). Checked and found without: ferroid 2.0.0 (`next_id` / `poll_id` /
+    /// `try_*` / async variants and the thread-local `Ulid`, all one ID per call), snowflaked
+    /// (`generate`), rs-snowflake (`SnowflakeIdBucket` refills 4,091 IDs in a private
+    /// `generate_ids`, but its only public getter is `get_id(&mut self) -> i64`, one per
+    /// call), sonyflake (`next_id`), idgenerator (`IdInstance::next_id`; `IdVecInstance` is
+    /// several generators, not a batch), uuid (`now_v7` / `new_v7`), ulid
+    /// (`Generator::generate*`).
+    fn next_batch(&self, _n: usize, _batch: Batch) -> Option<usize> {
+        None
+    }
+}
+
+/// How a batch is delivered, see [`Peer::next_batch`].
+#[derive(Clone, Copy, Debug)]
+pub enum Batch {
+    /// A new `Vec` per call (`next_ids`).
+    Fresh,
+    /// Into a buffer kept between calls (idgen's `fill_ids`, snowflake_me's `next_ids_into`).
+    Reused,
+}
+
+impl Batch {
+    pub const ALL: [Batch; 2] = [Batch::Fresh, Batch::Reused];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Batch::Fresh => "fresh",
+            Batch::Reused => "reused",
+        }
     }
 }
 
@@ -94,13 +118,20 @@ impl Peer for Ferroid {
 /// sequence, both node IDs 0, epoch 2022-01-01, `ClockDriftStrategy::Wait`, no wait timeout;
 /// wall clock (`jiff::Timestamp::now()`) read per call. (`Snowflake::new()` would fail here:
 /// it needs the `ip-fallback` feature to find node IDs.)
-pub struct SnowflakeMe(::snowflake_me::Snowflake);
+pub struct SnowflakeMe {
+    generator: ::snowflake_me::Snowflake,
+    /// `next_ids_into`'s buffer, kept between calls.
+    reused: Mutex<Vec<::snowflake_me::SnowflakeId>>,
+}
 
 impl Peer for SnowflakeMe {
     const NAME: &'static str = "snowflake_me";
 
     fn new() -> Self {
-        SnowflakeMe(::snowflake_me::Snowflake::default())
+        SnowflakeMe {
+            generator: ::snowflake_me::Snowflake::default(),
+            reused: Mutex::new(Vec::new()),
+        }
     }
 
     #[inline]
@@ -109,30 +140,30 @@ impl Peer for SnowflakeMe {
         // step back it waits inside (64 spins, then `yield_now`); at the defaults the only
         // error left is `OverTimeLimit` (41 bits of ms past 2022 run out in 2091).
         let id = self
-            .0
+            .generator
             .next_id()
             .expect("snowflake_me: next_id (OverTimeLimit only at the defaults)");
         u128::from(id.as_u64())
     }
 
-    fn next_batch(&self, n: usize, out: &mut Vec<u128>) -> bool {
+    fn next_batch(&self, n: usize, batch: Batch) -> Option<usize> {
         // `snowflake_me::Snowflake::next_ids(&self, count: usize) -> Result<Vec<SnowflakeId>,
-        // Error>` (src/snowflake.rs): `Vec::with_capacity(count)` + `next_ids_into`, which
-        // loops on a private `reserve(remaining, ..)` that claims up to the rest of the
-        // current millisecond's 4,096 sequences with ONE CAS and pushes them. It always
-        // returns exactly `count` IDs or an error: when a millisecond is used up it waits
-        // inside (64 spins, then `yield_now`), so no retry loop here. Same errors as
-        // `next_id` (only `OverTimeLimit` at the defaults). IDs within a batch strictly
-        // increase; another thread may take IDs between the per-millisecond chunks.
-        // Allocates one Vec per call, like idgen's `next_ids` in entrants.rs;
-        // `next_ids_into(count, &mut Vec<SnowflakeId>)` would reuse a buffer but still needs
-        // a `SnowflakeId` scratch because `out` holds u128.
-        let ids = self
-            .0
-            .next_ids(n)
-            .expect("snowflake_me: next_ids (OverTimeLimit only at the defaults)");
-        out.extend(ids.into_iter().map(|id| u128::from(id.as_u64())));
-        true
+        // Error>` (src/snowflake.rs) is `Vec::with_capacity(count)` + `next_ids_into(count,
+        // &mut Vec<SnowflakeId>)`, which loops on a private `reserve(remaining, ..)` that
+        // claims up to the rest of the current millisecond's 4,096 sequences with ONE CAS and
+        // pushes them. It always delivers exactly `count` IDs or an error: when a millisecond
+        // is used up it waits inside (64 spins, then `yield_now`), so no retry loop here. Same
+        // errors as `next_id` (only `OverTimeLimit` at the defaults).
+        const DEFAULTS: &str = "snowflake_me: next_ids (OverTimeLimit only at the defaults)";
+        Some(match batch {
+            Batch::Fresh => std::hint::black_box(self.generator.next_ids(n).expect(DEFAULTS)).len(),
+            Batch::Reused => {
+                let mut out = lock(&self.reused);
+                out.clear();
+                self.generator.next_ids_into(n, &mut out).expect(DEFAULTS);
+                std::hint::black_box(&*out).len()
+            }
+        })
     }
 }
 
