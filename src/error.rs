@@ -9,7 +9,10 @@ use std::fmt;
 /// - **Transient**: the same call can succeed later without any change on your side.
 ///   [`Error::ClockMovedBackwards`] (the clock is behind the last issued millisecond by more
 ///   than the tolerance; retry after `behind_ms`, or let an operator look at the clock) and
-///   [`Error::WouldBlock`] (only from the `try_` methods: the current millisecond is used up).
+///   [`Error::WouldBlock`] (only from the `try_` methods: the current millisecond is used up),
+///   and the lease errors: [`Error::LeaseExpired`], [`Error::LeaseLost`],
+///   [`Error::LeaseRangeFull`], [`Error::LeaseStore`] and [`Error::ClockBehindMark`] (a
+///   renewal, a freed number, a store back online or a clock catching up can each end them).
 /// - **Permanent**: retrying the same call cannot help. A bad layout or node number, an ID
 ///   string that is not an ID, a clock set before the layout's epoch, or a layout whose time
 ///   range is used up ([`Error::TimeExhausted`]).
@@ -127,6 +130,63 @@ pub enum Error {
         /// The number of IDs asked for.
         requested: usize,
     },
+    /// A leased generator's lease is not proven valid for the millisecond an ID would
+    /// carry: renewals have failed for too long, the number was lost, or it was released.
+    /// Transient: a successful renewal, or a new number, lets calls succeed again.
+    #[error(
+        "the lease on worker {worker} of datacenter {datacenter} is not valid now; no IDs until it is renewed or another number is taken"
+    )]
+    LeaseExpired {
+        /// The datacenter of the lease.
+        datacenter: u64,
+        /// The worker number of the lease.
+        worker: u64,
+    },
+    /// A store reports that a held worker number is gone for good (its lease expired in
+    /// the store, or its record was removed).
+    #[error("worker {worker} of datacenter {datacenter} is no longer held by this process")]
+    LeaseLost {
+        /// The datacenter of the lease.
+        datacenter: u64,
+        /// The worker number that was lost.
+        worker: u64,
+    },
+    /// No worker number of the range is free.
+    #[error(
+        "no free worker number in {range}: {held} held by live processes, {} unusable{}",
+        unusable.len(),
+        if unusable.is_empty() { String::new() } else { format!(" ({})", unusable.join("; ")) }
+    )]
+    LeaseRangeFull {
+        /// The range asked for.
+        range: String,
+        /// Numbers held by other live processes.
+        held: u64,
+        /// Numbers whose record cannot be trusted (corrupted), with the reason: never
+        /// reused until an operator repairs or removes the record.
+        unusable: Vec<String>,
+    },
+    /// The lease store could not be reached or read.
+    #[error("lease store: {reason}")]
+    LeaseStore {
+        /// What failed.
+        reason: String,
+    },
+    /// A lease setting makes no sense (an empty range, a bad namespace, a TTL out of range).
+    #[error("invalid lease configuration: {reason}")]
+    LeaseConfig {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The clock is further behind the previous holder's mark than a leased generator may
+    /// wait at start: this host's clock and the previous holder's disagree.
+    #[error(
+        "the clock is {behind_ms} ms behind the mark left by the previous holder of this worker number"
+    )]
+    ClockBehindMark {
+        /// How far behind.
+        behind_ms: u64,
+    },
 }
 
 impl Error {
@@ -140,7 +200,13 @@ impl Error {
     pub const fn is_transient(&self) -> bool {
         matches!(
             self,
-            Error::ClockMovedBackwards { .. } | Error::WouldBlock { .. }
+            Error::ClockMovedBackwards { .. }
+                | Error::WouldBlock { .. }
+                | Error::LeaseExpired { .. }
+                | Error::LeaseLost { .. }
+                | Error::LeaseRangeFull { .. }
+                | Error::LeaseStore { .. }
+                | Error::ClockBehindMark { .. }
         )
     }
 }

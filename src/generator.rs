@@ -10,7 +10,7 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Field};
 use crate::id::Id;
 use crate::layout::{IdParts, Layout};
-use crate::state::{Rules, Step};
+use crate::state::{Rules, Step, Tenure};
 use crate::sync::{AtomicU64, Ordering};
 
 /// Default of [`Builder::clock_back_tolerance_ms`].
@@ -37,17 +37,16 @@ pub struct Generator<C: Clock = MonotonicClock> {
     /// The next free (millisecond, sequence) slot: see `state.rs`. On a cache line of its own,
     /// so that neither the read-only fields below nor neighbouring data ping-pong with it.
     state: CachePadded<AtomicU64>,
+    /// The node this generator issues as and its ceiling, packed (see [`Tenure`]). Only a
+    /// lease keeper writes it, so it stays shared in every core's cache.
+    tenure: CachePadded<AtomicU64>,
     rules: Rules,
-    /// Datacenter and worker fields, already shifted into place.
-    node_bits: u64,
-    /// `time_shift - sequence_bits`: turns a packed slot's millisecond into the ID's time field.
+    /// `time_shift - sequence_bits`: the width of the datacenter and worker fields together.
     node_width: u32,
     sequence_mask: u64,
     epoch_unix_ms: u64,
     clock: C,
     layout: Layout,
-    datacenter: u64,
-    worker: u64,
     /// The ID this generator was resumed after, if any: part of its high-water mark.
     resumed_after: Option<Id>,
     counters: CachePadded<Counters>,
@@ -215,6 +214,21 @@ impl<C: Clock> Builder<C> {
         }
     }
 
+    /// The clock, built now if none was given, and the layout.
+    #[cfg(not(idgen_loom))]
+    pub(crate) fn resolved_parts(self) -> (Self, C, Layout)
+    where
+        C: Clone,
+    {
+        let resolved = self.resolve_clock();
+        let clock = match &resolved.clock {
+            ClockSource::Given(clock) => clock.clone(),
+            ClockSource::Default(make) => make(),
+        };
+        let layout = resolved.layout;
+        (resolved, clock, layout)
+    }
+
     /// Checks the configuration and builds the generator.
     ///
     /// Fails with [`Error::FieldOutOfRange`] for a datacenter or worker number the layout
@@ -242,26 +256,29 @@ impl<C: Clock> Builder<C> {
             });
         }
         let node_bits = layout.node_bits(self.datacenter, self.worker);
+        let node_width = layout.time_shift() - layout.sequence_bits();
+        let tenure = Tenure {
+            ceiling_ms: layout.max_elapsed_ms() + 1,
+            node: node_bits >> layout.sequence_bits(),
+        };
         let next_free = match self.mark {
             None => 0,
             Some(mark) => first_slot_after(&layout, node_bits, mark)?,
         };
         Ok(Generator {
             state: CachePadded::new(AtomicU64::new(next_free)),
+            tenure: CachePadded::new(AtomicU64::new(tenure.pack(node_width))),
             rules: Rules {
                 sequence_bits: layout.sequence_bits(),
                 max_elapsed_ms: layout.max_elapsed_ms(),
                 tolerance_ms: self.tolerance_ms,
                 borrow_ms: self.borrow_ms,
             },
-            node_bits,
-            node_width: layout.time_shift() - layout.sequence_bits(),
+            node_width,
             sequence_mask: layout.max_sequence(),
             epoch_unix_ms: layout.epoch_unix_ms(),
             clock,
             layout,
-            datacenter: self.datacenter,
-            worker: self.worker,
             resumed_after: match self.mark {
                 Some(Mark::Id(id)) => Some(id),
                 _ => None,
@@ -321,17 +338,17 @@ impl<C: Clock> Generator<C> {
     pub fn next_id(&self) -> Result<Id, Error> {
         // One attempt of the CAS loop, small enough to inline into the caller; anything
         // but a clean `Issue` won on the first swap goes through the full loop.
+        let tenure = self.tenure();
         let state = self.state.load(Ordering::Acquire);
-        if let Some(now_ms) = self.clock.recent_unix_ms().checked_sub(self.epoch_unix_ms) {
-            if let Step::Issue { first, next } = self.rules.advance(state, now_ms, 1) {
-                if self
-                    .state
-                    .compare_exchange_weak(state, next, Ordering::Release, Ordering::Acquire)
-                    .is_ok()
-                {
-                    return Ok(self.compose(first));
-                }
-            }
+        if let Some(now_ms) = self.clock.recent_unix_ms().checked_sub(self.epoch_unix_ms)
+            && let Step::Issue { first, next } = self.rules.advance(state, now_ms, 1)
+            && tenure.allows(first, self.rules.sequence_bits)
+            && self
+                .state
+                .compare_exchange_weak(state, next, Ordering::Release, Ordering::Acquire)
+                .is_ok()
+        {
+            return Ok(self.compose(first, tenure));
         }
         self.next_id_slow()
     }
@@ -339,15 +356,15 @@ impl<C: Clock> Generator<C> {
     #[cold]
     #[inline(never)]
     fn next_id_slow(&self) -> Result<Id, Error> {
-        let (first, _) = self.reserve(1, Waiting::Allowed)?;
-        Ok(self.compose(first))
+        let (first, _, tenure) = self.reserve(1, Waiting::Allowed)?;
+        Ok(self.compose(first, tenure))
     }
 
     /// As [`Generator::next_id`], but never waits: where it would, it returns
     /// [`Error::WouldBlock`] with the time to wait. For event loops that must not block.
     pub fn try_next_id(&self) -> Result<Id, Error> {
-        let (first, _) = self.reserve(1, Waiting::Refused)?;
-        Ok(self.compose(first))
+        let (first, _, tenure) = self.reserve(1, Waiting::Refused)?;
+        Ok(self.compose(first, tenure))
     }
 
     /// `n` IDs in increasing order.
@@ -388,10 +405,10 @@ impl<C: Clock> Generator<C> {
     fn reserve_each(&self, n: usize, mut sink: impl FnMut(IdRun)) -> Result<(), Error> {
         let mut remaining = n as u64;
         while remaining > 0 {
-            let (first, count) = self.reserve(remaining, Waiting::Allowed)?;
+            let (first, count, tenure) = self.reserve(remaining, Waiting::Allowed)?;
             // Inside one millisecond the sequence is the lowest field, so the IDs of a run
             // are consecutive integers.
-            let first_id = self.compose(first).as_u64();
+            let first_id = self.compose(first, tenure).as_u64();
             sink(IdRun {
                 next: first_id,
                 end: first_id + count,
@@ -402,7 +419,7 @@ impl<C: Clock> Generator<C> {
     }
 
     /// The CAS loop. Reserves between 1 and `want` slots inside one millisecond and returns
-    /// the first slot and the count.
+    /// the first slot, the count, and the tenure to compose their IDs with.
     ///
     /// # Atomic orderings
     ///
@@ -413,8 +430,16 @@ impl<C: Clock> Generator<C> {
     /// from a clock reading also sees that reading, so with a clock whose readings are
     /// ordered through memory (`ManualClock`, `MonotonicClock`'s catch-up) a call never
     /// mistakes another thread's fresher reading for the clock moving backwards.
+    ///
+    /// The tenure is read once, before the state, and both the ceiling check and the IDs use
+    /// that one reading. A keeper that gives this generator a new node first moves the state
+    /// past the new node's mark, then publishes the tenure with Release; so a call that sees
+    /// the new node also sees the moved state, and a call still holding the old tenure is
+    /// bounded by the old ceiling, which lies below the mark the old node's next holder
+    /// starts after.
     #[inline]
-    fn reserve(&self, want: u64, waiting: Waiting) -> Result<(u64, u64), Error> {
+    fn reserve(&self, want: u64, waiting: Waiting) -> Result<(u64, u64, Tenure), Error> {
+        let tenure = self.tenure();
         let mut backoff = Backoff::new();
         let mut counted = false;
         // The fast path decides on the clock's cheap reading; anything but `Issue` is decided
@@ -477,6 +502,11 @@ impl<C: Clock> Generator<C> {
                     }));
                 }
             };
+            if !tenure.allows(first, self.rules.sequence_bits) {
+                // A fresher reading only lies further past the ceiling.
+                let (datacenter, worker) = self.node_fields(tenure);
+                return Err(self.refuse(Error::LeaseExpired { datacenter, worker }));
+            }
             match self.state.compare_exchange_weak(
                 state,
                 next,
@@ -487,7 +517,7 @@ impl<C: Clock> Generator<C> {
                     if behind && !counted {
                         self.counters.clock_behind.fetch_add(1, Ordering::Relaxed);
                     }
-                    return Ok((first, next - first));
+                    return Ok((first, next - first, tenure));
                 }
                 Err(actual) => {
                     state = actual;
@@ -503,15 +533,58 @@ impl<C: Clock> Generator<C> {
         error
     }
 
-    /// The ID for a packed slot on this node.
+    /// The ID for a packed slot on the tenure's node.
     #[inline]
-    fn compose(&self, slot: u64) -> Id {
+    fn compose(&self, slot: u64, tenure: Tenure) -> Id {
         let elapsed_ms = slot >> self.rules.sequence_bits;
         Id::from_raw(
-            (elapsed_ms << self.rules.sequence_bits << self.node_width)
-                | self.node_bits
+            (((elapsed_ms << self.node_width) | tenure.node) << self.rules.sequence_bits)
                 | (slot & self.sequence_mask),
         )
+    }
+
+    #[inline]
+    fn tenure(&self) -> Tenure {
+        Tenure::unpack(self.tenure.load(Ordering::Acquire), self.node_width)
+    }
+
+    fn node_fields(&self, tenure: Tenure) -> (u64, u64) {
+        let worker_bits = self.layout.worker_bits();
+        (
+            tenure.node >> worker_bits,
+            tenure.node & self.layout.max_worker(),
+        )
+    }
+
+    #[cfg(not(idgen_loom))]
+    /// Lets the generator issue IDs as `(datacenter, worker)` in milliseconds before
+    /// `ceiling_unix_ms` only. Called by a lease keeper after every renewal (same node, a
+    /// later ceiling), when the lease runs out or is lost (ceiling 0), and after taking a
+    /// new worker number (new node; [`Generator::advance_past_unix_ms`] first).
+    pub(crate) fn set_tenure(&self, datacenter: u64, worker: u64, ceiling_unix_ms: u64) {
+        let ceiling_ms = ceiling_unix_ms
+            .saturating_sub(self.epoch_unix_ms)
+            .min(self.rules.max_elapsed_ms + 1);
+        let node = self.layout.node_bits(datacenter, worker) >> self.rules.sequence_bits;
+        self.tenure.store(
+            Tenure { ceiling_ms, node }.pack(self.node_width),
+            Ordering::Release,
+        );
+    }
+
+    #[cfg(not(idgen_loom))]
+    /// The first Unix millisecond in which this generator may no longer issue an ID.
+    pub(crate) fn ceiling_unix_ms(&self) -> u64 {
+        self.epoch_unix_ms + self.tenure().ceiling_ms
+    }
+
+    #[cfg(not(idgen_loom))]
+    /// Moves the state past every slot up to and including millisecond `unix_ms`, so that
+    /// every later ID is dated after it. Never moves the state back.
+    pub(crate) fn advance_past_unix_ms(&self, unix_ms: u64) -> Result<(), Error> {
+        let floor = first_slot_after(&self.layout, 0, Mark::UnixMs(unix_ms))?;
+        self.state.fetch_max(floor, Ordering::AcqRel);
+        Ok(())
     }
 
     /// The largest ID this generator has used or stands behind: issued, reserved by a batch,
@@ -519,8 +592,11 @@ impl<C: Clock> Generator<C> {
     /// it is the mark to persist and to [`Builder::resume_after`] on a restart. `None`
     /// before the first ID of a generator built without an ID mark.
     pub fn high_water_mark(&self) -> Option<Id> {
+        let tenure = self.tenure();
         let next_free = self.state.load(Ordering::Acquire);
-        let used = next_free.checked_sub(1).map(|slot| self.compose(slot));
+        let used = next_free
+            .checked_sub(1)
+            .map(|slot| self.compose(slot, tenure));
         used.max(self.resumed_after)
     }
 
@@ -534,14 +610,14 @@ impl<C: Clock> Generator<C> {
         &self.layout
     }
 
-    /// The datacenter number.
+    /// The datacenter number (for a leased generator: of the lease held now).
     pub fn datacenter(&self) -> u64 {
-        self.datacenter
+        self.node_fields(self.tenure()).0
     }
 
-    /// The worker number.
+    /// The worker number (for a leased generator: of the lease held now).
     pub fn worker(&self) -> u64 {
-        self.worker
+        self.node_fields(self.tenure()).1
     }
 
     /// The clock.
@@ -589,8 +665,8 @@ impl<C: Clock + fmt::Debug> fmt::Debug for Generator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Generator")
             .field("layout", &self.layout)
-            .field("datacenter", &self.datacenter)
-            .field("worker", &self.worker)
+            .field("datacenter", &self.datacenter())
+            .field("worker", &self.worker())
             .field("high_water_mark", &self.high_water_mark())
             .field("clock", &self.clock)
             .field("stats", &self.stats())

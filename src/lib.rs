@@ -103,6 +103,8 @@ mod generator;
 mod id;
 mod layout;
 #[cfg(not(idgen_loom))]
+pub mod lease;
+#[cfg(not(idgen_loom))]
 mod recent_clock;
 #[cfg(not(idgen_loom))]
 mod sharded;

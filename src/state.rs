@@ -245,3 +245,38 @@ mod tests {
         assert_eq!(borrowing.advance(slot(1001, 0), 999, 1), Step::Exhausted);
     }
 }
+
+/// The tenure word: which node a generator issues as, and the first millisecond it may no
+/// longer issue in, packed as `ceiling_ms << node_width | node` so that both are read with
+/// one atomic load. A leased generator's keeper moves the ceiling as its lease is renewed
+/// and swaps the node when it takes another worker number; a generator without a lease has
+/// a ceiling past the layout's last millisecond, which never binds.
+///
+/// Both fields fit: `node_width + time_bits <= 62`, and the ceiling needs at most
+/// `time_bits + 1` bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tenure {
+    /// Elapsed milliseconds since the epoch: slots in this millisecond or later are refused.
+    pub(crate) ceiling_ms: u64,
+    /// The datacenter and worker fields, packed as they appear in an ID (unshifted).
+    pub(crate) node: u64,
+}
+
+impl Tenure {
+    pub(crate) const fn pack(self, node_width: u32) -> u64 {
+        self.ceiling_ms << node_width | self.node
+    }
+
+    pub(crate) const fn unpack(word: u64, node_width: u32) -> Tenure {
+        Tenure {
+            ceiling_ms: word >> node_width,
+            node: word & ((1 << node_width) - 1),
+        }
+    }
+
+    /// Whether a slot (packed as in the state) lies below the ceiling.
+    #[inline]
+    pub(crate) const fn allows(self, slot: u64, sequence_bits: u32) -> bool {
+        slot >> sequence_bits < self.ceiling_ms
+    }
+}

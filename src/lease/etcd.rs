@@ -1,0 +1,453 @@
+//! The fleet store: worker numbers as etcd keys attached to an etcd lease.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
+};
+
+use super::{Claim, LeaseStore, WorkerRange};
+use crate::error::Error;
+
+/// etcd's default TTL here, as the issue of leases asks: 30 s, renewed every 10 s.
+pub const ETCD_DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+/// How long one request to etcd may take before it counts as failed.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Leases worker numbers from an etcd cluster (feature `etcd`).
+///
+/// Under the namespace prefix `P`, worker `W` of datacenter `D` is held by the key
+/// `P/dc/D/holder/W`, created by a transaction that succeeds only if the key does not
+/// exist, and attached to an etcd lease with the store's TTL; the lease is kept alive by
+/// the leased generator's keeper. When the holder stops renewing, etcd deletes the key at
+/// the lease's end and the number is free. The holder's mark lives beside it in
+/// `P/dc/D/mark/W`, a key with no lease, so it outlives the holder; it is written only by a
+/// transaction that checks the holder key still carries the holder's lease.
+///
+/// Requests run on a private single-threaded Tokio runtime, so the store works from plain
+/// threads; calling it from inside another Tokio runtime fails with a clear error instead
+/// of blocking that runtime.
+pub struct EtcdStore {
+    connection: Arc<Connection>,
+    prefix: String,
+    ttl: Duration,
+}
+
+/// The client and the runtime its connection lives on, shared by the store and its claims.
+struct Connection {
+    runtime: tokio::runtime::Runtime,
+    client: Client,
+    endpoints: Vec<String>,
+}
+
+impl Connection {
+    fn run<T>(&self, request: impl Future<Output = Result<T, String>>) -> Result<T, Error> {
+        outside_runtime()?;
+        self.runtime
+            .block_on(request)
+            .map_err(|reason| Error::LeaseStore {
+                reason: format!("etcd at {}: {reason}", self.endpoints.join(",")),
+            })
+    }
+}
+
+impl EtcdStore {
+    /// Connects to `endpoints` (`host:port` or `http://host:port`) under `namespace` (a
+    /// key prefix such as `/idgen/prod`: letters, digits, `/`, `-`, `_`, `.`), with
+    /// [`ETCD_DEFAULT_TTL`]. Fails with [`Error::LeaseStore`] when no endpoint answers
+    /// within a few seconds.
+    pub fn connect<S: AsRef<str>>(endpoints: &[S], namespace: &str) -> Result<EtcdStore, Error> {
+        let prefix = namespace_prefix(namespace)?;
+        let endpoints: Vec<String> = endpoints.iter().map(|e| e.as_ref().to_string()).collect();
+        if endpoints.is_empty() || endpoints.iter().any(|e| e.trim().is_empty()) {
+            return Err(Error::LeaseConfig {
+                reason: "the etcd endpoint list is empty, or has an empty entry".to_string(),
+            });
+        }
+        outside_runtime()?;
+        // One worker thread drives the connection's background tasks between requests.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("idgen-etcd")
+            .enable_all()
+            .build()
+            .map_err(|error| Error::LeaseStore {
+                reason: format!("could not start the etcd client's runtime: {error}"),
+            })?;
+        let options = ConnectOptions::new()
+            .with_connect_timeout(REQUEST_TIMEOUT)
+            .with_timeout(REQUEST_TIMEOUT);
+        let unreachable = |error: &dyn fmt::Display| Error::LeaseStore {
+            reason: format!("etcd at {} is unreachable: {error}", endpoints.join(",")),
+        };
+        let mut client = runtime
+            .block_on(timed(Client::connect(&endpoints, Some(options))))
+            .map_err(|error| unreachable(&error))?;
+        // The connection may be lazy: one real request proves the cluster answers.
+        runtime
+            .block_on(timed(client.status()))
+            .map_err(|error| unreachable(&error))?;
+        Ok(EtcdStore {
+            connection: Arc::new(Connection {
+                runtime,
+                client,
+                endpoints,
+            }),
+            prefix,
+            ttl: ETCD_DEFAULT_TTL,
+        })
+    }
+
+    /// Sets the TTL: whole seconds, at least 2 (etcd rounds shorter leases up to 2 s, which
+    /// would let a number stay taken longer than its holder believes).
+    pub fn with_ttl(mut self, ttl: Duration) -> Result<EtcdStore, Error> {
+        if ttl.subsec_nanos() != 0 || ttl < Duration::from_secs(2) {
+            return Err(Error::LeaseConfig {
+                reason: format!("an etcd TTL must be whole seconds, at least 2; got {ttl:?}"),
+            });
+        }
+        self.ttl = ttl;
+        Ok(self)
+    }
+
+    fn holder_key(&self, datacenter: u64, worker: u64) -> String {
+        format!("{}dc/{datacenter}/holder/{worker}", self.prefix)
+    }
+
+    fn mark_key(&self, datacenter: u64, worker: u64) -> String {
+        format!("{}dc/{datacenter}/mark/{worker}", self.prefix)
+    }
+
+    fn run<T>(&self, request: impl Future<Output = Result<T, String>>) -> Result<T, Error> {
+        self.connection.run(request)
+    }
+}
+
+impl LeaseStore for EtcdStore {
+    fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
+        let mut client = self.connection.client.clone();
+        let ttl_secs = self.ttl.as_secs() as i64;
+        let lease = self.run(async {
+            let granted = timed(client.lease_grant(ttl_secs, None)).await?;
+            Ok(granted.id())
+        })?;
+        let datacenter = range.datacenter();
+        let held_prefix = format!("{}dc/{datacenter}/holder/", self.prefix);
+        let taken: Vec<u64> = self.run(async {
+            let options = GetOptions::new().with_prefix().with_keys_only();
+            let listed = timed(client.get(held_prefix.as_str(), Some(options))).await?;
+            Ok(listed
+                .kvs()
+                .iter()
+                .filter_map(|kv| kv.key_str().ok()?.strip_prefix(&held_prefix)?.parse().ok())
+                .collect())
+        })?;
+        let mut held = 0;
+        let mut unusable = Vec::new();
+        for worker in range.workers() {
+            if taken.contains(&worker) {
+                held += 1;
+                continue;
+            }
+            let holder = self.holder_key(datacenter, worker);
+            let mark_key = self.mark_key(datacenter, worker);
+            let value = format!("pid {} on {}", std::process::id(), host_name());
+            let claimed = self.run(async {
+                let txn = Txn::new()
+                    .when(vec![Compare::version(holder.as_str(), CompareOp::Equal, 0)])
+                    .and_then(vec![
+                        TxnOp::put(
+                            holder.as_str(),
+                            value,
+                            Some(PutOptions::new().with_lease(lease)),
+                        ),
+                        TxnOp::get(mark_key.as_str(), None),
+                    ]);
+                let response = timed(client.txn(txn)).await?;
+                if !response.succeeded() {
+                    return Ok(None);
+                }
+                let mark = response.op_responses().into_iter().find_map(|op| match op {
+                    TxnOpResponse::Get(got) => Some(
+                        got.kvs()
+                            .first()
+                            .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
+                    ),
+                    _ => None,
+                });
+                Ok(Some(mark.flatten()))
+            });
+            let mark_text = match claimed {
+                Ok(Some(mark_text)) => mark_text,
+                Ok(None) => {
+                    held += 1;
+                    continue;
+                }
+                Err(error) => {
+                    self.revoke(lease);
+                    return Err(error);
+                }
+            };
+            let previous = match mark_text.as_deref().map(parse_mark).transpose() {
+                Ok(previous) => previous,
+                Err(reason) => {
+                    // Without a trustworthy mark the number cannot be reused safely: give
+                    // the key back and look further.
+                    log::error!("idgen: etcd key {mark_key}: {reason}; worker {worker} skipped");
+                    unusable.push(format!("{mark_key} ({reason})"));
+                    let _ = self.run(async {
+                        timed(client.delete(holder.as_str(), None)).await?;
+                        Ok(())
+                    });
+                    continue;
+                }
+            };
+            return Ok(Box::new(EtcdClaim {
+                connection: Arc::clone(&self.connection),
+                datacenter,
+                worker,
+                holder,
+                mark_key,
+                lease: Some(lease),
+                previous,
+            }));
+        }
+        self.revoke(lease);
+        Err(Error::LeaseRangeFull {
+            range: range.to_string(),
+            held,
+            unusable,
+        })
+    }
+}
+
+impl EtcdStore {
+    fn revoke(&self, lease: i64) {
+        let mut client = self.connection.client.clone();
+        let _ = self.run(async {
+            timed(client.lease_revoke(lease)).await?;
+            Ok(())
+        });
+    }
+}
+
+impl fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("endpoints", &self.connection.endpoints)
+            .field("prefix", &self.prefix)
+            .field("ttl", &self.ttl)
+            .finish()
+    }
+}
+
+struct EtcdClaim {
+    connection: Arc<Connection>,
+    datacenter: u64,
+    worker: u64,
+    holder: String,
+    mark_key: String,
+    /// The etcd lease, until released.
+    lease: Option<i64>,
+    previous: Option<u64>,
+}
+
+impl EtcdClaim {
+    fn lost(&self) -> Error {
+        Error::LeaseLost {
+            datacenter: self.datacenter,
+            worker: self.worker,
+        }
+    }
+
+    /// Writes the mark if, and only if, the holder key still carries our lease.
+    async fn write_mark(
+        client: &mut Client,
+        holder: &str,
+        mark_key: &str,
+        lease: i64,
+        mark_unix_ms: u64,
+        delete_holder: bool,
+    ) -> Result<bool, String> {
+        let mut then = vec![TxnOp::put(mark_key, mark_unix_ms.to_string(), None)];
+        if delete_holder {
+            then.push(TxnOp::delete(holder, None));
+        }
+        let txn = Txn::new()
+            .when(vec![Compare::lease(holder, CompareOp::Equal, lease)])
+            .and_then(then);
+        Ok(timed(client.txn(txn)).await?.succeeded())
+    }
+}
+
+impl Claim for EtcdClaim {
+    fn datacenter(&self) -> u64 {
+        self.datacenter
+    }
+
+    fn worker(&self) -> u64 {
+        self.worker
+    }
+
+    fn previous_mark_unix_ms(&self) -> Option<u64> {
+        self.previous
+    }
+
+    fn renew(&mut self, mark_unix_ms: u64) -> Result<(), Error> {
+        let Some(lease) = self.lease else {
+            return Err(self.lost());
+        };
+        let mut client = self.connection.client.clone();
+        let (holder, mark_key) = (self.holder.clone(), self.mark_key.clone());
+        let still_ours = self.connection.run(async move {
+            let kept = async {
+                let (mut keeper, mut responses) = timed(client.lease_keep_alive(lease)).await?;
+                timed(keeper.keep_alive()).await?;
+                match timed(responses.message()).await? {
+                    Some(response) => Ok(response.ttl() > 0),
+                    None => Err("the keep-alive stream closed".to_string()),
+                }
+            };
+            let alive = match kept.await {
+                Ok(alive) => alive,
+                // etcd answers a keep-alive for an expired (revoked) lease either with TTL 0
+                // or with ErrLeaseNotFound, "etcdserver: requested lease not found".
+                Err(reason) if reason.contains("lease not found") => false,
+                Err(reason) => return Err(reason),
+            };
+            if !alive {
+                return Ok(false);
+            }
+            EtcdClaim::write_mark(&mut client, &holder, &mark_key, lease, mark_unix_ms, false).await
+        })?;
+        if still_ours {
+            Ok(())
+        } else {
+            self.lease = None;
+            Err(self.lost())
+        }
+    }
+
+    fn release(&mut self, mark_unix_ms: u64) -> Result<(), Error> {
+        let Some(lease) = self.lease.take() else {
+            return Ok(());
+        };
+        let mut client = self.connection.client.clone();
+        let (holder, mark_key) = (self.holder.clone(), self.mark_key.clone());
+        self.connection.run(async move {
+            EtcdClaim::write_mark(&mut client, &holder, &mark_key, lease, mark_unix_ms, true)
+                .await?;
+            timed(client.lease_revoke(lease)).await?;
+            Ok(())
+        })
+    }
+}
+
+impl Drop for EtcdClaim {
+    fn drop(&mut self) {
+        // A claim dropped without release (the keeper lost it, or acquiring failed later):
+        // leave the lease to expire on its own. The number stays taken until then, and its
+        // mark stays what the last renewal wrote.
+        self.lease = None;
+    }
+}
+
+impl fmt::Debug for EtcdClaim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdClaim")
+            .field("holder", &self.holder)
+            .field("lease", &self.lease)
+            .field("previous_mark_unix_ms", &self.previous)
+            .finish()
+    }
+}
+
+/// Runs one request with the request timeout, turning both failures into text.
+async fn timed<T, E: fmt::Display>(
+    request: impl Future<Output = Result<T, E>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err(format!("no answer within {REQUEST_TIMEOUT:?}")),
+    }
+}
+
+fn outside_runtime() -> Result<(), Error> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(Error::LeaseConfig {
+            reason: "the etcd store blocks; call it from a plain thread (for example \
+                     tokio::task::spawn_blocking), not from inside a Tokio runtime"
+                .to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// `"/idgen/prod"` → `"/idgen/prod/"`, after checking it is a sensible key prefix.
+fn namespace_prefix(namespace: &str) -> Result<String, Error> {
+    let trimmed = namespace.trim_end_matches('/');
+    let sensible = !trimmed.is_empty()
+        && trimmed.len() <= 200
+        && !trimmed.contains("//")
+        && trimmed
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/-_.".contains(&b));
+    if !sensible {
+        return Err(Error::LeaseConfig {
+            reason: format!(
+                "the etcd namespace {namespace:?} is not a key prefix such as /idgen/prod \
+                 (letters, digits, '/', '-', '_', '.'; not empty, no '//')"
+            ),
+        });
+    }
+    Ok(format!("{trimmed}/"))
+}
+
+fn parse_mark(text: &str) -> Result<u64, String> {
+    let canonical = !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
+    match text.parse() {
+        Ok(mark) if canonical => Ok(mark),
+        _ => Err(format!(
+            "the mark {text:?} is not a decimal Unix millisecond"
+        )),
+    }
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_string())
+        .unwrap_or_else(|_| "unknown host".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_are_checked() {
+        assert_eq!(namespace_prefix("/idgen/prod").unwrap(), "/idgen/prod/");
+        assert_eq!(namespace_prefix("idgen/").unwrap(), "idgen/");
+        for bad in ["", "/", "a b", "x//y", "naïve", "a\0b"] {
+            assert!(namespace_prefix(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn marks_are_canonical_decimal() {
+        assert_eq!(parse_mark("1764000000000"), Ok(1_764_000_000_000));
+        for bad in ["", "-1", "01", "1e3", " 1", "18446744073709551616"] {
+            assert!(parse_mark(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,756 @@
+//! Worker-number leases: a process holds its worker number by lease, and a generator built
+//! from a lease stops issuing before anyone else could take the number.
+//!
+//! The protocol and its timing argument are in [`crate::design`] and `docs/leases.md`; in
+//! short:
+//!
+//! - A [`LeaseStore`] hands out the lowest free worker number of a [`WorkerRange`] as a
+//!   [`Claim`], together with the previous holder's **mark**: a Unix millisecond that every
+//!   ID the previous holder issued is dated at or before.
+//! - [`LeasedGenerator`] writes its own mark (a TTL ahead of the moment the request was
+//!   sent) at acquire and at each renewal, starts strictly after the previous mark, and
+//!   gives its [`Generator`] a **ceiling**: the earlier of its mark and the end of the
+//!   lease's validity minus a safety margin, both measured from when the acquire or renewal
+//!   request was *sent*. The hot path compares each ID's millisecond with the ceiling (one
+//!   atomic load, no system call); past it, calls fail with [`Error::LeaseExpired`].
+//! - A background keeper renews every `ttl / 3`, retries failures with backoff, takes a new
+//!   number if the old one is lost for good, and releases the number (writing the real
+//!   high-water mark, so a successor need not wait) on [`LeasedGenerator::release`] or drop.
+
+#[cfg(feature = "etcd")]
+mod etcd;
+mod file;
+
+#[cfg(feature = "etcd")]
+pub use etcd::{ETCD_DEFAULT_TTL, EtcdStore};
+pub use file::{FILE_STORE_DEFAULT_TTL, FileStore};
+
+use std::fmt;
+use std::ops::{Deref, RangeInclusive};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::clock::{Clock, MonotonicClock};
+use crate::error::{Error, Field};
+use crate::generator::{Builder, Generator};
+use crate::layout::Layout;
+use crate::sync::{Arc, AtomicU64, Ordering};
+
+/// The worker numbers a process may lease: one datacenter and an inclusive range of worker
+/// numbers in it (for example production `0-799`, staging `800-1023`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WorkerRange {
+    datacenter: u64,
+    first: u64,
+    last: u64,
+}
+
+impl WorkerRange {
+    /// Workers `workers` of `datacenter`. Fails when the range is empty (`5..=4`).
+    pub fn new(datacenter: u64, workers: RangeInclusive<u64>) -> Result<WorkerRange, Error> {
+        let (first, last) = workers.into_inner();
+        if first > last {
+            return Err(Error::LeaseConfig {
+                reason: format!("the worker range {first}-{last} is empty"),
+            });
+        }
+        Ok(WorkerRange {
+            datacenter,
+            first,
+            last,
+        })
+    }
+
+    /// Parses `"A-B"` (inclusive) or a single `"A"`, in canonical decimal.
+    ///
+    /// ```
+    /// use idgen::lease::WorkerRange;
+    /// let range = WorkerRange::parse(2, "800-1023")?;
+    /// assert_eq!((range.first(), range.last()), (800, 1023));
+    /// assert!(WorkerRange::parse(2, "10-3").is_err());
+    /// assert!(WorkerRange::parse(2, "-3").is_err());
+    /// # Ok::<(), idgen::Error>(())
+    /// ```
+    pub fn parse(datacenter: u64, text: &str) -> Result<WorkerRange, Error> {
+        let number = |part: &str| -> Result<u64, Error> {
+            let canonical = !part.is_empty()
+                && part.bytes().all(|b| b.is_ascii_digit())
+                && (part == "0" || !part.starts_with('0'));
+            match part.parse::<u64>() {
+                Ok(value) if canonical => Ok(value),
+                _ => Err(Error::LeaseConfig {
+                    reason: format!(
+                        "the worker range {text:?} is not A-B or A with decimal numbers \
+                         (the part {part:?} is not one)"
+                    ),
+                }),
+            }
+        };
+        let (first, last) = match text.split_once('-') {
+            Some((first, last)) => (number(first)?, number(last)?),
+            None => {
+                let only = number(text)?;
+                (only, only)
+            }
+        };
+        WorkerRange::new(datacenter, first..=last)
+    }
+
+    /// Every worker number of a layout, in `datacenter`.
+    pub fn all(layout: &Layout, datacenter: u64) -> WorkerRange {
+        WorkerRange {
+            datacenter,
+            first: 0,
+            last: layout.max_worker(),
+        }
+    }
+
+    /// The datacenter.
+    pub fn datacenter(&self) -> u64 {
+        self.datacenter
+    }
+
+    /// The lowest worker number of the range.
+    pub fn first(&self) -> u64 {
+        self.first
+    }
+
+    /// The highest worker number of the range.
+    pub fn last(&self) -> u64 {
+        self.last
+    }
+
+    /// The worker numbers, lowest first.
+    pub fn workers(&self) -> RangeInclusive<u64> {
+        self.first..=self.last
+    }
+
+    /// Fails unless the datacenter and every worker number fit `layout`.
+    pub fn check(&self, layout: &Layout) -> Result<(), Error> {
+        for (field, value, max) in [
+            (Field::Datacenter, self.datacenter, layout.max_datacenter()),
+            (Field::Worker, self.last, layout.max_worker()),
+        ] {
+            if value > max {
+                return Err(Error::FieldOutOfRange { field, value, max });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for WorkerRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "datacenter {} workers {}-{}",
+            self.datacenter, self.first, self.last
+        )
+    }
+}
+
+/// Where worker numbers are leased from. [`FileStore`] (one host) and, with the `etcd`
+/// feature, `EtcdStore` (a fleet) are the two built in; a store of your own implements
+/// these two methods with the same promises.
+pub trait LeaseStore: Send + Sync + fmt::Debug {
+    /// How long a claim stays valid after the request that acquired or last renewed it was
+    /// sent, if it is not renewed. After that, the store may hand the number to another
+    /// process.
+    fn ttl(&self) -> Duration;
+
+    /// Claims the lowest free worker number in `range`: free means no live holder, and a
+    /// record that can be trusted. Fails with [`Error::LeaseRangeFull`] when there is none,
+    /// and with [`Error::LeaseStore`] when the store cannot be reached.
+    fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error>;
+}
+
+/// One worker number, held. Dropping a claim without [`Claim::release`] leaves the number
+/// to expire (the file store frees it at once, as the OS drops the lock).
+pub trait Claim: Send + fmt::Debug {
+    /// The datacenter.
+    fn datacenter(&self) -> u64;
+
+    /// The worker number.
+    fn worker(&self) -> u64;
+
+    /// The mark the previous holder left: every ID it issued is dated at or before this
+    /// Unix millisecond. `None` when the number was never held.
+    fn previous_mark_unix_ms(&self) -> Option<u64>;
+
+    /// Proves the claim still holds, extends it by the store's TTL from now, and records
+    /// `mark_unix_ms` as the holder's new promise. [`Error::LeaseLost`] when the number is
+    /// gone for good; any other error is transient (the store could not be reached).
+    fn renew(&mut self, mark_unix_ms: u64) -> Result<(), Error>;
+
+    /// Records `mark_unix_ms` (the last millisecond actually used) and frees the number at
+    /// once.
+    fn release(&mut self, mark_unix_ms: u64) -> Result<(), Error>;
+}
+
+/// Where a leased generator stands, in [`LeaseStats::state`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LeaseState {
+    /// The lease is valid: IDs are issued.
+    Valid,
+    /// Renewals have failed for so long that the validity ran out: calls fail with
+    /// [`Error::LeaseExpired`] until a renewal gets through.
+    Expired,
+    /// The store says the number is gone: the keeper is trying to take a new one.
+    Lost,
+    /// Released; nothing more is issued.
+    Released,
+}
+
+/// A snapshot of a leased generator's lease ([`LeasedGenerator::lease_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseStats {
+    /// The state now.
+    pub state: LeaseState,
+    /// The datacenter held now.
+    pub datacenter: u64,
+    /// The worker number held now.
+    pub worker: u64,
+    /// Successful renewals.
+    pub renewals: u64,
+    /// Failed renewal attempts (each retry counts).
+    pub renewal_failures: u64,
+    /// Worker numbers taken after the one before was lost.
+    pub reacquisitions: u64,
+    /// Milliseconds of validity left (negative: expired that long ago), on the generator's
+    /// clock.
+    pub valid_for_ms: i64,
+    /// The first Unix millisecond (generator's clock) in which no ID is issued: the end of
+    /// the validity minus the safety margin, or the mark, whichever is earlier.
+    pub valid_until_unix_ms: u64,
+    /// The earliest moment the store may hand the number to someone else: when the last
+    /// successful acquire or renewal request was sent, plus the TTL.
+    pub lease_end_unix_ms: u64,
+    /// The last mark written to the store.
+    pub mark_unix_ms: u64,
+    /// The mark the previous holder of the number held now had left, if any.
+    pub previous_mark_unix_ms: Option<u64>,
+}
+
+/// Tuning of a [`LeasedGenerator`]; the defaults follow the store's TTL.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    ttl: Duration,
+    renew_every: Duration,
+    margin: Duration,
+    startup_wait: Duration,
+}
+
+/// Configures a [`LeasedGenerator`]; start from [`LeasedGenerator::builder`].
+#[derive(Debug)]
+pub struct LeasedBuilder<C> {
+    store: Arc<dyn LeaseStore>,
+    range: WorkerRange,
+    generator: Builder<C>,
+    renew_every: Option<Duration>,
+    margin: Option<Duration>,
+    startup_wait: Option<Duration>,
+}
+
+impl LeasedGenerator<MonotonicClock> {
+    /// A builder for a generator whose worker number is leased from `store`, within
+    /// `range`. Layout, clock and tolerances come from [`LeasedBuilder::generator`]; the
+    /// datacenter and worker set there are replaced by the lease's.
+    pub fn builder(
+        store: impl LeaseStore + 'static,
+        range: WorkerRange,
+    ) -> LeasedBuilder<MonotonicClock> {
+        LeasedBuilder {
+            store: Arc::new(store),
+            range,
+            generator: Generator::builder(),
+            renew_every: None,
+            margin: None,
+            startup_wait: None,
+        }
+    }
+}
+
+impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
+    /// The generator's layout, clock and tolerances.
+    pub fn generator<D: Clock>(self, generator: Builder<D>) -> LeasedBuilder<D> {
+        LeasedBuilder {
+            store: self.store,
+            range: self.range,
+            generator,
+            renew_every: self.renew_every,
+            margin: self.margin,
+            startup_wait: self.startup_wait,
+        }
+    }
+
+    /// How often the keeper renews (default: a third of the store's TTL, so two renewals
+    /// in a row can fail before the lease runs out).
+    pub fn renew_every(mut self, every: Duration) -> Self {
+        self.renew_every = Some(every);
+        self
+    }
+
+    /// How long before the lease's end the generator stops issuing (default: a tenth of
+    /// the TTL). Covers clock-rate differences between this host and the store.
+    pub fn safety_margin(mut self, margin: Duration) -> Self {
+        self.margin = Some(margin);
+        self
+    }
+
+    /// How long [`LeasedBuilder::acquire`] may wait for the clock to pass the previous
+    /// holder's mark (default: the TTL plus one second: a crashed holder's mark is at most
+    /// a TTL ahead of its last renewal). Further behind than that, the clocks disagree and
+    /// acquiring fails with [`Error::ClockBehindMark`].
+    pub fn startup_wait(mut self, wait: Duration) -> Self {
+        self.startup_wait = Some(wait);
+        self
+    }
+
+    fn timing(&self) -> Result<Timing, Error> {
+        let ttl = self.store.ttl();
+        let renew_every = self.renew_every.unwrap_or(ttl / 3);
+        let margin = self.margin.unwrap_or(ttl / 10);
+        let timing = Timing {
+            ttl,
+            renew_every,
+            margin,
+            startup_wait: self.startup_wait.unwrap_or(ttl + Duration::from_secs(1)),
+        };
+        if renew_every.is_zero() || margin + renew_every >= ttl {
+            return Err(Error::LeaseConfig {
+                reason: format!(
+                    "renewing every {renew_every:?} with a safety margin of {margin:?} \
+                     leaves no validity within a TTL of {ttl:?}: both must be non-zero \
+                     and add up to less than the TTL"
+                ),
+            });
+        }
+        Ok(timing)
+    }
+
+    /// Takes the lowest free worker number of the range, writes this holder's mark, waits
+    /// for the clock to pass the previous holder's mark, and starts the keeper.
+    pub fn acquire(self) -> Result<LeasedGenerator<C>, Error> {
+        let timing = self.timing()?;
+        let (generator_builder, clock, layout) = self.generator.resolved_parts();
+        self.range.check(&layout)?;
+        let sent_unix_ms = clock.now_unix_ms();
+        let mut claim = self.store.acquire(&self.range)?;
+        let previous = claim.previous_mark_unix_ms();
+        let mark = (sent_unix_ms + millis(timing.ttl)).max(previous.unwrap_or(0));
+        if let Err(error) = claim.renew(mark) {
+            // Best effort: the number is ours, give it back rather than let it expire.
+            let _ = claim.release(previous.unwrap_or(0));
+            return Err(error);
+        }
+        let mut generator_builder = generator_builder
+            .datacenter(claim.datacenter())
+            .worker(claim.worker());
+        if let Some(previous) = previous {
+            generator_builder = generator_builder.resume_after_unix_ms(previous);
+        }
+        let generator = match generator_builder.build() {
+            Ok(generator) => generator,
+            Err(error) => {
+                let _ = claim.release(mark);
+                return Err(error);
+            }
+        };
+        let keeper = Keeper {
+            generator,
+            store: self.store,
+            range: self.range,
+            timing,
+            claim: Mutex::new(None),
+            marks: Marks {
+                written_unix_ms: AtomicU64::new(mark),
+                previous_unix_ms: AtomicU64::new(previous.unwrap_or(0)),
+                lease_end_unix_ms: AtomicU64::new(0),
+            },
+            counters: Counters::default(),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+        };
+        keeper.grant(claim.datacenter(), claim.worker(), sent_unix_ms, mark);
+        *keeper.lock_claim() = Some(claim);
+        if let Err(error) = keeper.wait_past(previous, timing.startup_wait) {
+            let _ = keeper.release();
+            return Err(error);
+        }
+        let keeper = Arc::new(keeper);
+        let thread = {
+            let keeper = Arc::clone(&keeper);
+            std::thread::Builder::new()
+                .name("idgen-lease".into())
+                .spawn(move || keeper.run())
+                .map_err(|error| Error::ClockThread {
+                    reason: error.to_string(),
+                })
+        };
+        let thread = match thread {
+            Ok(thread) => thread,
+            Err(error) => {
+                let _ = keeper.release();
+                return Err(error);
+            }
+        };
+        Ok(LeasedGenerator {
+            keeper,
+            thread: Some(thread),
+        })
+    }
+}
+
+/// A [`Generator`] whose worker number is held by lease from a [`LeaseStore`].
+///
+/// It dereferences to the generator, so `next_id`, `next_ids` and the rest work as usual;
+/// they fail with [`Error::LeaseExpired`] (transient) while the lease is not proven valid.
+/// A background thread renews the lease; dropping the leased generator, or calling
+/// [`LeasedGenerator::release`], stops that thread and frees the worker number.
+///
+/// ```
+/// use idgen::lease::{FileStore, LeasedGenerator, WorkerRange};
+///
+/// let dir = std::env::temp_dir().join(format!("idgen-doc-{}", std::process::id()));
+/// let store = FileStore::open(&dir)?;
+/// let generator = LeasedGenerator::builder(store, WorkerRange::parse(0, "0-31")?).acquire()?;
+/// let id = generator.next_id()?;
+/// assert_eq!(generator.decode(id).worker, generator.worker());
+/// generator.release()?;
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok::<(), idgen::Error>(())
+/// ```
+pub struct LeasedGenerator<C: Clock = MonotonicClock> {
+    keeper: Arc<Keeper<C>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl<C: Clock + Clone + Send + Sync + 'static> LeasedGenerator<C> {
+    /// The lease's state and counters.
+    pub fn lease_stats(&self) -> LeaseStats {
+        self.keeper.stats()
+    }
+
+    /// Stops issuing, stops the keeper and frees the worker number at once, recording the
+    /// last millisecond actually used as the mark. The error, if any, is the store's: the
+    /// number then frees itself when the lease expires (at once for the file store).
+    pub fn release(mut self) -> Result<(), Error> {
+        self.stop_keeper();
+        self.keeper.release()
+    }
+
+    fn stop_keeper(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            *lock(&self.keeper.stop) = true;
+            self.keeper.wake.notify_all();
+            let _ = thread.join();
+        }
+    }
+}
+
+impl<C: Clock> Deref for LeasedGenerator<C> {
+    type Target = Generator<C>;
+
+    fn deref(&self) -> &Generator<C> {
+        &self.keeper.generator
+    }
+}
+
+impl<C: Clock> Drop for LeasedGenerator<C> {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            *lock(&self.keeper.stop) = true;
+            self.keeper.wake.notify_all();
+            let _ = thread.join();
+            if let Err(error) = self.keeper.release() {
+                log::warn!("idgen: releasing the worker number failed: {error}");
+            }
+        }
+    }
+}
+
+impl<C: Clock + fmt::Debug> fmt::Debug for LeasedGenerator<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeasedGenerator")
+            .field("generator", &self.keeper.generator)
+            .field("store", &self.keeper.store)
+            .field("range", &self.keeper.range)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    renewals: AtomicU64,
+    renewal_failures: AtomicU64,
+    reacquisitions: AtomicU64,
+    /// A [`LeaseState`] as a number, for the states the ceiling does not tell.
+    state: AtomicU64,
+}
+
+const STATE_HELD: u64 = 0;
+const STATE_LOST: u64 = 1;
+const STATE_RELEASED: u64 = 2;
+
+struct Marks {
+    /// The last mark written to the store.
+    written_unix_ms: AtomicU64,
+    /// The previous holder's mark of the number held now (0: none).
+    previous_unix_ms: AtomicU64,
+    /// When the last proven lease ends at the earliest: request sent + TTL.
+    lease_end_unix_ms: AtomicU64,
+}
+
+/// Everything the keeper thread and the generator's owner share.
+struct Keeper<C: Clock> {
+    generator: Generator<C>,
+    store: Arc<dyn LeaseStore>,
+    range: WorkerRange,
+    timing: Timing,
+    claim: Mutex<Option<Box<dyn Claim>>>,
+    marks: Marks,
+    counters: Counters,
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl<C: Clock> Keeper<C> {
+    fn lock_claim(&self) -> MutexGuard<'_, Option<Box<dyn Claim>>> {
+        lock(&self.claim)
+    }
+
+    /// Publishes a proven lease: IDs up to the earlier of the mark and the validity's end
+    /// (measured from when the request was sent) minus the margin.
+    fn grant(&self, datacenter: u64, worker: u64, sent_unix_ms: u64, mark_unix_ms: u64) {
+        let lease_end = sent_unix_ms + millis(self.timing.ttl);
+        let valid_until = lease_end - millis(self.timing.margin);
+        // The ceiling is exclusive; the mark is the last millisecond that may be used.
+        let ceiling = valid_until.min(mark_unix_ms + 1);
+        self.marks
+            .lease_end_unix_ms
+            .store(lease_end, Ordering::Relaxed);
+        self.generator.set_tenure(datacenter, worker, ceiling);
+    }
+
+    /// Waits until the clock reads after the previous holder's mark, so the first ID does
+    /// not fail with a clock-behind error; gives up if that is further than `limit` away.
+    fn wait_past(&self, previous: Option<u64>, limit: Duration) -> Result<(), Error> {
+        let Some(previous) = previous else {
+            return Ok(());
+        };
+        let behind_ms = (previous + 1).saturating_sub(self.generator.clock().now_unix_ms());
+        if behind_ms > millis(limit) {
+            return Err(Error::ClockBehindMark { behind_ms });
+        }
+        let deadline = Instant::now() + limit;
+        while self.generator.clock().now_unix_ms() <= previous {
+            if Instant::now() >= deadline {
+                return Err(Error::ClockBehindMark {
+                    behind_ms: (previous + 1).saturating_sub(self.generator.clock().now_unix_ms()),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    fn run(&self) {
+        let mut next_attempt = Instant::now() + self.timing.renew_every;
+        let mut retry = RETRY_FIRST;
+        loop {
+            {
+                let mut stop = lock(&self.stop);
+                loop {
+                    if *stop {
+                        return;
+                    }
+                    let now = Instant::now();
+                    if now >= next_attempt {
+                        break;
+                    }
+                    stop = self
+                        .wake
+                        .wait_timeout(stop, next_attempt - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+            }
+            let succeeded = if self.counters.state.load(Ordering::Relaxed) == STATE_LOST {
+                self.reacquire()
+            } else {
+                self.renew()
+            };
+            if succeeded {
+                retry = RETRY_FIRST;
+                next_attempt = Instant::now() + self.timing.renew_every;
+            } else {
+                next_attempt = Instant::now() + retry;
+                retry = (retry * 2).min(self.timing.renew_every);
+            }
+        }
+    }
+
+    fn renew(&self) -> bool {
+        let mut claim = self.lock_claim();
+        let Some(held) = claim.as_mut() else {
+            return false;
+        };
+        let sent_unix_ms = self.generator.clock().now_unix_ms();
+        let mark = (sent_unix_ms + millis(self.timing.ttl))
+            .max(self.marks.written_unix_ms.load(Ordering::Relaxed));
+        match held.renew(mark) {
+            Ok(()) => {
+                self.marks.written_unix_ms.store(mark, Ordering::Relaxed);
+                self.grant(held.datacenter(), held.worker(), sent_unix_ms, mark);
+                self.counters.renewals.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(Error::LeaseLost { datacenter, worker }) => {
+                // Stop at once: someone else may hold the number now.
+                self.generator.set_tenure(datacenter, worker, 0);
+                self.counters.state.store(STATE_LOST, Ordering::Relaxed);
+                self.counters
+                    .renewal_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                log::error!(
+                    "idgen: worker {worker} of datacenter {datacenter} was lost; \
+                     taking another number from {}",
+                    self.range
+                );
+                *claim = None;
+                false
+            }
+            Err(error) => {
+                self.counters
+                    .renewal_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                log::warn!(
+                    "idgen: renewing worker {} of datacenter {} failed ({error}); {} ms of \
+                     validity left",
+                    held.worker(),
+                    held.datacenter(),
+                    self.valid_for_ms()
+                );
+                false
+            }
+        }
+    }
+
+    /// Takes a new number after the old one was lost, and moves the generator onto it.
+    fn reacquire(&self) -> bool {
+        let sent_unix_ms = self.generator.clock().now_unix_ms();
+        let mut claim = match self.store.acquire(&self.range) {
+            Ok(claim) => claim,
+            Err(error) => {
+                self.counters
+                    .renewal_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                log::warn!("idgen: taking a new worker number failed: {error}");
+                return false;
+            }
+        };
+        let previous = claim.previous_mark_unix_ms().unwrap_or(0);
+        // Our own IDs so far must stay below every later one too.
+        let own = self
+            .generator
+            .high_water_mark()
+            .map_or(0, |id| self.generator.decode(id).unix_ms);
+        let mark = (sent_unix_ms + millis(self.timing.ttl))
+            .max(previous)
+            .max(own);
+        let moved = claim
+            .renew(mark)
+            .and_then(|()| self.generator.advance_past_unix_ms(previous))
+            .and_then(|()| {
+                let previous = claim.previous_mark_unix_ms();
+                self.wait_past(previous, self.timing.startup_wait)
+            });
+        if let Err(error) = moved {
+            let _ = claim.release(previous);
+            self.counters
+                .renewal_failures
+                .fetch_add(1, Ordering::Relaxed);
+            log::warn!("idgen: taking a new worker number failed: {error}");
+            return false;
+        }
+        self.marks.written_unix_ms.store(mark, Ordering::Relaxed);
+        self.marks
+            .previous_unix_ms
+            .store(previous, Ordering::Relaxed);
+        // The state was moved past the previous mark before the new node is published.
+        self.grant(claim.datacenter(), claim.worker(), sent_unix_ms, mark);
+        log::info!(
+            "idgen: now issuing as worker {} of datacenter {}",
+            claim.worker(),
+            claim.datacenter()
+        );
+        *self.lock_claim() = Some(claim);
+        self.counters.state.store(STATE_HELD, Ordering::Relaxed);
+        self.counters.reacquisitions.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    fn release(&self) -> Result<(), Error> {
+        let (datacenter, worker) = (self.generator.datacenter(), self.generator.worker());
+        self.generator.set_tenure(datacenter, worker, 0);
+        self.counters.state.store(STATE_RELEASED, Ordering::Relaxed);
+        let Some(mut claim) = self.lock_claim().take() else {
+            return Ok(());
+        };
+        // Nothing is issued past this point, so the real high-water mark is a safe promise,
+        // and a successor does not have to wait for the one written a TTL ahead.
+        let used = self
+            .generator
+            .high_water_mark()
+            .map_or(0, |id| self.generator.decode(id).unix_ms);
+        claim.release(used.max(self.marks.previous_unix_ms.load(Ordering::Relaxed)))
+    }
+
+    fn valid_for_ms(&self) -> i64 {
+        let ceiling = self.generator.ceiling_unix_ms() as i64;
+        ceiling - self.generator.clock().now_unix_ms() as i64
+    }
+
+    fn stats(&self) -> LeaseStats {
+        let valid_for_ms = self.valid_for_ms();
+        let state = match self.counters.state.load(Ordering::Relaxed) {
+            STATE_LOST => LeaseState::Lost,
+            STATE_RELEASED => LeaseState::Released,
+            _ if valid_for_ms <= 0 => LeaseState::Expired,
+            _ => LeaseState::Valid,
+        };
+        LeaseStats {
+            state,
+            datacenter: self.generator.datacenter(),
+            worker: self.generator.worker(),
+            renewals: self.counters.renewals.load(Ordering::Relaxed),
+            renewal_failures: self.counters.renewal_failures.load(Ordering::Relaxed),
+            reacquisitions: self.counters.reacquisitions.load(Ordering::Relaxed),
+            valid_for_ms,
+            valid_until_unix_ms: self.generator.ceiling_unix_ms(),
+            lease_end_unix_ms: self.marks.lease_end_unix_ms.load(Ordering::Relaxed),
+            mark_unix_ms: self.marks.written_unix_ms.load(Ordering::Relaxed),
+            previous_mark_unix_ms: match self.marks.previous_unix_ms.load(Ordering::Relaxed) {
+                0 => None,
+                mark => Some(mark),
+            },
+        }
+    }
+}
+
+/// The first retry after a failed renewal; each further one waits twice as long, up to the
+/// renewal interval.
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Locks a mutex of the keeper's; a panic elsewhere while holding it leaves plain data
+/// behind, so the lock is taken over rather than turned into a second panic.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

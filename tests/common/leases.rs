@@ -1,0 +1,302 @@
+//! Helpers for the lease tests: child processes that hold a leased generator and write the
+//! IDs they issue to a file, a private etcd server, and ID-file checks.
+
+#![allow(dead_code)] // the file-store tests use no etcd server
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use idgen::lease::{LeaseStore, LeasedGenerator, WorkerRange};
+use idgen::{Error, Generator};
+
+/// Environment variables a child reads (set by [`ChildSpec::spawn`]).
+pub const ENV_STORE: &str = "IDGEN_TEST_CHILD_STORE";
+const ENV_OUT: &str = "IDGEN_TEST_CHILD_OUT";
+const ENV_RANGE: &str = "IDGEN_TEST_CHILD_RANGE";
+const ENV_STOP: &str = "IDGEN_TEST_CHILD_STOP";
+const ENV_STARTUP_WAIT_MS: &str = "IDGEN_TEST_CHILD_STARTUP_WAIT_MS";
+
+/// A fresh, empty directory under the system temp dir.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("idgen-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// How to start a child process of the current test binary.
+pub struct ChildSpec<'a> {
+    /// The `#[ignore]`d test that runs [`child_main`].
+    pub test_name: &'a str,
+    /// What the child's `store_from_env` reads.
+    pub store: String,
+    pub range: &'a str,
+    pub out: PathBuf,
+    /// The child stops (and releases) when this file exists.
+    pub stop_file: PathBuf,
+    /// Run under `faketime -f <offset>` with the monotonic clock left alone.
+    pub faketime: Option<&'a str>,
+    pub startup_wait: Duration,
+}
+
+/// A running child, and the worker number it reported holding.
+pub struct RunningChild {
+    pub child: Child,
+    pub worker: u64,
+    pub previous_mark: Option<u64>,
+    pub out: PathBuf,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl ChildSpec<'_> {
+    // The child is returned to the caller, who kills or waits for it.
+    #[allow(clippy::zombie_processes)]
+    pub fn spawn(&self) -> RunningChild {
+        let exe = std::env::current_exe().unwrap();
+        let mut command = match self.faketime {
+            Some(offset) => {
+                let mut command = Command::new("faketime");
+                command
+                    .env("DONT_FAKE_MONOTONIC", "1")
+                    .arg("-f")
+                    .arg(offset)
+                    .arg(&exe);
+                command
+            }
+            None => Command::new(&exe),
+        };
+        command
+            .args([
+                "--ignored",
+                "--exact",
+                self.test_name,
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ENV_STORE, &self.store)
+            .env(ENV_OUT, &self.out)
+            .env(ENV_RANGE, self.range)
+            .env(ENV_STOP, &self.stop_file)
+            .env(
+                ENV_STARTUP_WAIT_MS,
+                self.startup_wait.as_millis().to_string(),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = command.spawn().unwrap_or_else(|error| {
+            panic!("cannot start the child process (is faketime installed?): {error}")
+        });
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                let status = child.wait();
+                panic!("the child exited ({status:?}) before it held a worker number");
+            }
+            // libtest prints "test child_process ... " without a newline before it.
+            if let Some((_, rest)) = line.trim().split_once("HELD ") {
+                let mut fields = rest.split(' ');
+                let worker = fields.next().unwrap().parse().unwrap();
+                let previous_mark = match fields.next().unwrap() {
+                    "none" => None,
+                    mark => Some(mark.parse().unwrap()),
+                };
+                return RunningChild {
+                    child,
+                    worker,
+                    previous_mark,
+                    out: self.out.clone(),
+                    stdout,
+                };
+            }
+        }
+    }
+}
+
+impl RunningChild {
+    /// SIGKILL: no release, no flush, no destructor.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Waits for the child to exit on its own (after the stop file appears) and returns the
+    /// count of IDs it reported writing.
+    pub fn finish(mut self) -> u64 {
+        let mut rest = String::new();
+        self.stdout.read_to_string(&mut rest).unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "child exited with {status}: {rest}");
+        rest.lines()
+            .find_map(|line| Some(line.split_once("DONE ")?.1))
+            .unwrap_or_else(|| panic!("the child did not report: {rest}"))
+            .trim()
+            .parse()
+            .unwrap()
+    }
+}
+
+/// The body of a child process: lease a worker number from `store`, print `HELD <worker>
+/// <previous mark|none>`, then issue IDs in small batches, appending each to the output
+/// file as 8 little-endian bytes, until the stop file appears; release, print `DONE <n>`.
+pub fn child_main(store: impl LeaseStore + 'static) {
+    let range = WorkerRange::parse(0, &std::env::var(ENV_RANGE).unwrap()).unwrap();
+    let out_path = PathBuf::from(std::env::var(ENV_OUT).unwrap());
+    let stop = PathBuf::from(std::env::var(ENV_STOP).unwrap());
+    let startup_wait: u64 = std::env::var(ENV_STARTUP_WAIT_MS).unwrap().parse().unwrap();
+    let generator = LeasedGenerator::builder(store, range)
+        .generator(Generator::builder())
+        .startup_wait(Duration::from_millis(startup_wait))
+        .acquire()
+        .unwrap();
+    let mut stdout = std::io::stdout();
+    let previous = generator
+        .lease_stats()
+        .previous_mark_unix_ms
+        .map_or("none".to_string(), |mark| mark.to_string());
+    writeln!(stdout, "HELD {} {previous}", generator.worker()).unwrap();
+    stdout.flush().unwrap();
+    let mut out = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&out_path)
+        .unwrap();
+    let mut written = 0u64;
+    let mut buffer = Vec::with_capacity(128 * 8);
+    let mut last_check = Instant::now();
+    loop {
+        if last_check.elapsed() > Duration::from_millis(10) {
+            last_check = Instant::now();
+            if stop.exists() {
+                break;
+            }
+        }
+        match generator.next_ids(128) {
+            Ok(ids) => {
+                buffer.clear();
+                for id in &ids {
+                    buffer.extend_from_slice(&id.as_u64().to_le_bytes());
+                }
+                out.write_all(&buffer).unwrap();
+                written += ids.len() as u64;
+            }
+            Err(Error::LeaseExpired { .. }) => {}
+            Err(error) => panic!("child: {error}"),
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    generator.release().unwrap();
+    writeln!(stdout, "DONE {written}").unwrap();
+}
+
+/// Every whole ID in the files (a trailing partial record from a killed writer is dropped).
+pub fn read_ids(paths: &[PathBuf]) -> Vec<u64> {
+    let mut ids = Vec::new();
+    for path in paths {
+        let Ok(bytes) = fs::read(path) else { continue };
+        ids.extend(
+            bytes
+                .chunks_exact(8)
+                .map(|chunk| u64::from_le_bytes(chunk.try_into().unwrap())),
+        );
+    }
+    ids
+}
+
+/// Panics, naming one, if any ID appears twice.
+pub fn assert_no_duplicates(ids: &[u64]) {
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    if let Some(pair) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
+        let count = sorted.windows(2).filter(|pair| pair[0] == pair[1]).count();
+        panic!("{count} duplicate IDs, for example {}", pair[0]);
+    }
+}
+
+/// The largest ID a file holds.
+pub fn max_id(path: &Path) -> Option<u64> {
+    read_ids(&[path.to_path_buf()]).into_iter().max()
+}
+
+/// A free TCP port on loopback (free when asked; good enough for a test server).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A private etcd server on loopback with a temporary data dir, for tests that stop or
+/// kill it. Killed on drop.
+pub struct EtcdServer {
+    pub child: Child,
+    pub endpoint: String,
+    data_dir: PathBuf,
+}
+
+impl EtcdServer {
+    pub fn start(name: &str) -> EtcdServer {
+        let data_dir = temp_dir(&format!("etcd-{name}"));
+        let (client, peer) = (free_port(), free_port());
+        let endpoint = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let log = File::create(data_dir.join("etcd.log")).unwrap();
+        let child = Command::new("etcd")
+            .arg("--name=idgen-test")
+            .arg(format!("--data-dir={}", data_dir.join("data").display()))
+            .arg(format!("--listen-client-urls={endpoint}"))
+            .arg(format!("--advertise-client-urls={endpoint}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=idgen-test={peer_url}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|error| {
+                panic!("cannot start etcd (is etcd-server installed?): {error}")
+            });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if TcpListener::bind(("127.0.0.1", client)).is_err()
+                && std::net::TcpStream::connect(("127.0.0.1", client)).is_ok()
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "etcd did not start on {endpoint}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        EtcdServer {
+            child,
+            endpoint,
+            data_dir,
+        }
+    }
+
+    /// Sends a signal (`STOP`, `CONT`, ...) to the server.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        self.signal("CONT");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.data_dir);
+    }
+}

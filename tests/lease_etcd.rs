@@ -1,0 +1,331 @@
+//! Worker-number leases on etcd (feature `etcd`): a real server, real child processes,
+//! SIGKILL, and an etcd stopped with SIGSTOP under a running holder.
+//!
+//! Most tests use the server `.ci/test` starts (`IDGEN_ETCD_ENDPOINTS`), each under a
+//! namespace of its own; the outage test starts a private server, because it stops it.
+
+#![cfg(feature = "etcd")]
+
+#[path = "common/leases.rs"]
+mod leases;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::sync::Barrier;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use idgen::lease::{EtcdStore, LeaseState, LeaseStore, LeasedGenerator, WorkerRange};
+use idgen::{Clock, Error, Generator, Id, Layout};
+use leases::{ChildSpec, EtcdServer, assert_no_duplicates, max_id, read_ids, temp_dir};
+
+const CHILD: &str = "child_process";
+
+fn endpoints() -> String {
+    std::env::var("IDGEN_ETCD_ENDPOINTS").expect(
+        "IDGEN_ETCD_ENDPOINTS is not set: run the tests through .ci/test, which starts etcd",
+    )
+}
+
+/// A namespace no other test (or earlier run) uses.
+fn namespace(test: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("/idgen-test/{test}-{}-{nanos}", std::process::id())
+}
+
+fn store(endpoints: &str, namespace: &str) -> EtcdStore {
+    EtcdStore::connect(&endpoints.split(',').collect::<Vec<_>>(), namespace)
+        .unwrap()
+        .with_ttl(Duration::from_secs(2))
+        .unwrap()
+}
+
+fn range(text: &str) -> WorkerRange {
+    WorkerRange::parse(0, text).unwrap()
+}
+
+fn unix_ms_of(id: u64) -> u64 {
+    Layout::DEFAULT.decode(Id::try_from(id).unwrap()).unix_ms
+}
+
+/// Run by the other tests in a child process: `IDGEN_TEST_CHILD_STORE` is
+/// `<endpoints>|<namespace>`.
+#[test]
+#[ignore = "a child process of the other tests"]
+fn child_process() {
+    let spec = std::env::var(leases::ENV_STORE).unwrap();
+    let (endpoints, namespace) = spec.split_once('|').unwrap();
+    leases::child_main(store(endpoints, namespace));
+}
+
+#[test]
+fn threads_acquiring_from_one_range_get_distinct_numbers_then_the_range_is_full() {
+    let (endpoints, namespace) = (endpoints(), namespace("distinct"));
+    let threads = 6;
+    let barrier = Barrier::new(threads);
+    let claims: Vec<_> = thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let store = store(&endpoints, &namespace);
+                    barrier.wait();
+                    let claim = store.acquire(&range("800-805")).unwrap();
+                    (store, claim)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let workers: BTreeSet<u64> = claims.iter().map(|(_, claim)| claim.worker()).collect();
+    assert_eq!(workers, (800..=805).collect());
+    let error = store(&endpoints, &namespace)
+        .acquire(&range("800-805"))
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::LeaseRangeFull { held: 6, .. }),
+        "{error:?}"
+    );
+    for (_, mut claim) in claims {
+        claim.release(0).unwrap();
+    }
+    assert_eq!(
+        store(&endpoints, &namespace)
+            .acquire(&range("800-805"))
+            .unwrap()
+            .worker(),
+        800
+    );
+}
+
+#[test]
+fn a_killed_holder_keeps_its_number_until_the_ttl_ends_then_the_next_issues_above_its_mark() {
+    let (endpoints, namespace) = (endpoints(), namespace("killed"));
+    let dir = temp_dir("etcd-killed");
+    let child = ChildSpec {
+        test_name: CHILD,
+        store: format!("{endpoints}|{namespace}"),
+        range: "0-0",
+        out: dir.join("killed.ids"),
+        stop_file: dir.join("stop"),
+        faketime: None,
+        startup_wait: Duration::from_secs(5),
+    }
+    .spawn();
+    thread::sleep(Duration::from_millis(500));
+    let out = child.out.clone();
+    child.kill();
+    let killed_at = Instant::now();
+    let store = store(&endpoints, &namespace);
+    // Still taken: the etcd lease runs until its TTL (2 s) is over.
+    let error = store.acquire(&range("0-0")).unwrap_err();
+    assert!(
+        matches!(error, Error::LeaseRangeFull { held: 1, .. }),
+        "{error:?}"
+    );
+    let claim = loop {
+        match store.acquire(&range("0-0")) {
+            Ok(claim) => break claim,
+            Err(Error::LeaseRangeFull { .. }) => thread::sleep(Duration::from_millis(50)),
+            Err(error) => panic!("{error}"),
+        }
+    };
+    let free_after = killed_at.elapsed();
+    println!("SIGKILLed holder's number free again after {free_after:?} (TTL 2 s)");
+    assert!(free_after >= Duration::from_millis(1_000), "{free_after:?}");
+    let their_max = max_id(&out).expect("the child wrote IDs");
+    let mark = claim.previous_mark_unix_ms().unwrap();
+    assert!(mark >= unix_ms_of(their_max));
+    drop(claim);
+    // The claim above was dropped unreleased: the number is held until its lease ends.
+    let next = LeasedGenerator::builder(store, range("0-1"))
+        .acquire()
+        .unwrap();
+    let id = next.next_id().unwrap();
+    if next.worker() == 0 {
+        assert!(id.as_u64() > their_max);
+    }
+    next.release().unwrap();
+}
+
+#[test]
+fn a_holder_that_cannot_renew_stops_before_its_lease_can_end() {
+    // A private etcd, stopped with SIGSTOP while a leased generator issues IDs flat out.
+    let server = EtcdServer::start("outage");
+    let store = store(&server.endpoint, "/idgen-test/outage");
+    let generator = LeasedGenerator::builder(store, range("0-3"))
+        .generator(Generator::builder())
+        .acquire()
+        .unwrap();
+    thread::sleep(Duration::from_millis(800));
+    assert!(generator.lease_stats().renewals >= 1);
+    server.signal("STOP");
+    let stopped_at = Instant::now();
+    let mut last_ok_unix_ms = 0;
+    let refusal = loop {
+        match generator.next_id() {
+            Ok(id) => last_ok_unix_ms = generator.decode(id).unix_ms,
+            Err(error) => break error,
+        }
+        assert!(
+            stopped_at.elapsed() < Duration::from_secs(10),
+            "never stopped"
+        );
+    };
+    let refused_unix_ms = generator.clock().now_unix_ms();
+    let stats = generator.lease_stats();
+    assert!(matches!(refusal, Error::LeaseExpired { .. }), "{refusal:?}");
+    assert_eq!(stats.state, LeaseState::Expired);
+    // The earliest moment etcd could expire the lease is the last successful keep-alive's
+    // send time plus the TTL; etcd counts from when it received it, which is later.
+    let margin_ms = stats.lease_end_unix_ms as i64 - refused_unix_ms as i64;
+    println!(
+        "etcd stopped; last ID at {last_ok_unix_ms}, first refusal at {refused_unix_ms}, \
+         {:?} after the stop; the lease could end at {} at the earliest: stopped {margin_ms} ms \
+         before it (safety margin {} ms)",
+        stopped_at.elapsed(),
+        stats.lease_end_unix_ms,
+        stats.lease_end_unix_ms - stats.valid_until_unix_ms
+    );
+    assert!(
+        margin_ms > 0,
+        "issued until {margin_ms} ms past the lease's end"
+    );
+    assert!(last_ok_unix_ms < stats.lease_end_unix_ms);
+    // Still refused a while later: nothing is issued while the store is gone.
+    thread::sleep(Duration::from_millis(300));
+    assert!(matches!(
+        generator.next_id(),
+        Err(Error::LeaseExpired { .. })
+    ));
+    // The keeper's renewal in flight times out (2 s) and is counted as a failure.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while generator.lease_stats().renewal_failures == 0 {
+        assert!(Instant::now() < deadline, "no renewal failure counted");
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(matches!(
+        generator.next_id(),
+        Err(Error::LeaseExpired { .. })
+    ));
+    server.signal("CONT");
+    // With etcd back, the keeper either renews (etcd had not yet expired the lease) or
+    // finds the number lost and takes one again: IDs resume above the last one either way.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let resumed = loop {
+        match generator.next_id() {
+            Ok(id) => break id,
+            Err(_) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+            Err(error) => panic!("never resumed: {error}"),
+        }
+    };
+    assert!(generator.decode(resumed).unix_ms > last_ok_unix_ms);
+    let stats = generator.lease_stats();
+    println!(
+        "after etcd came back: {} renewals, {} failed attempts, {} numbers taken again, \
+         worker {}",
+        stats.renewals, stats.renewal_failures, stats.reacquisitions, stats.worker
+    );
+    generator.release().unwrap();
+}
+
+#[test]
+fn killed_and_restarted_processes_never_issue_a_duplicate() {
+    // Four processes on six worker numbers; three times one is SIGKILLed and a
+    // replacement started (one of them with its wall clock 2 s behind). A killed holder's
+    // number stays taken until its TTL ends, so replacements take the spare numbers and,
+    // later, the killed ones, each starting after the mark its previous holder left.
+    let (endpoints, namespace) = (endpoints(), namespace("e2e"));
+    let dir = temp_dir("e2e-etcd");
+    let stop = dir.join("stop");
+    let mut round = 0;
+    let mut spec = |faketime: Option<&'static str>| {
+        round += 1;
+        ChildSpec {
+            test_name: CHILD,
+            store: format!("{endpoints}|{namespace}"),
+            range: "0-5",
+            out: dir.join(format!("ids-{round}")),
+            stop_file: stop.clone(),
+            faketime,
+            startup_wait: Duration::from_secs(6),
+        }
+        .spawn()
+    };
+    let mut running: Vec<_> = (0..4).map(|_| spec(None)).collect();
+    let mut files: Vec<_> = running.iter().map(|c| c.out.clone()).collect();
+    let mut taken = Vec::new();
+    for (kill, faketime) in [(0usize, None), (1, Some("-2s")), (0, None)] {
+        thread::sleep(Duration::from_millis(1_200));
+        running.remove(kill).kill();
+        let replacement = spec(faketime);
+        taken.push((replacement.worker, replacement.previous_mark));
+        files.push(replacement.out.clone());
+        running.push(replacement);
+    }
+    thread::sleep(Duration::from_millis(1_500));
+    fs::write(&stop, b"").unwrap();
+    let reported: u64 = running.into_iter().map(|child| child.finish()).sum();
+    let ids = read_ids(&files);
+    println!(
+        "end-to-end (etcd): {} IDs from 7 processes (3 SIGKILLed); replacements took \
+         (worker, previous mark) {taken:?}",
+        ids.len()
+    );
+    assert!(ids.len() as u64 >= reported);
+    assert!(
+        ids.len() > 50_000,
+        "too few IDs to mean anything: {}",
+        ids.len()
+    );
+    assert_no_duplicates(&ids);
+}
+
+#[test]
+fn bad_endpoints_namespaces_ttls_and_marks_get_clear_errors() {
+    let started = Instant::now();
+    let error = EtcdStore::connect(&["127.0.0.1:1"], "/idgen").unwrap_err();
+    assert!(matches!(error, Error::LeaseStore { .. }), "{error:?}");
+    assert!(error.to_string().contains("unreachable"), "{error}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    for bad in ["", "/", "has space", "a//b", "ünï"] {
+        let error = EtcdStore::connect(&[endpoints()], bad).unwrap_err();
+        assert!(
+            matches!(error, Error::LeaseConfig { .. }),
+            "{bad:?}: {error:?}"
+        );
+    }
+    let empty: [&str; 0] = [];
+    assert!(matches!(
+        EtcdStore::connect(&empty, "/idgen"),
+        Err(Error::LeaseConfig { .. })
+    ));
+    let namespace = namespace("bad");
+    for ttl in [
+        Duration::from_millis(1_500),
+        Duration::from_millis(2_500),
+        Duration::ZERO,
+    ] {
+        assert!(store(&endpoints(), &namespace).with_ttl(ttl).is_err());
+    }
+    // A mark that is not a number: the number is never reused, the next one is taken.
+    let status = std::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={}", endpoints()))
+        .args(["put", &format!("{namespace}/dc/0/mark/0"), "not-a-mark"])
+        .status()
+        .expect("etcdctl (Debian's etcd-client) is needed");
+    assert!(status.success());
+    let store = store(&endpoints(), &namespace);
+    let error = store.acquire(&range("0-0")).unwrap_err();
+    assert!(error.to_string().contains("not-a-mark"), "{error}");
+    assert_eq!(store.acquire(&range("0-1")).unwrap().worker(), 1);
+    // From inside a Tokio runtime the blocking store refuses instead of blocking it.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let error = runtime.block_on(async { store.acquire(&range("2-3")).unwrap_err() });
+    assert!(matches!(error, Error::LeaseConfig { .. }), "{error:?}");
+}

@@ -1,0 +1,498 @@
+//! Worker-number leases on the embedded file store: real threads, real child processes,
+//! SIGKILL, and a clock stepped back across a restart (libfaketime).
+
+#[path = "common/leases.rs"]
+mod leases;
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use idgen::lease::{Claim, FileStore, LeaseState, LeaseStore, LeasedGenerator, WorkerRange};
+use idgen::{Error, Generator, Layout, ManualClock};
+use leases::{ChildSpec, assert_no_duplicates, max_id, read_ids, temp_dir};
+
+const CHILD: &str = "child_process";
+
+/// Run by the other tests in a child process (see `leases::child_main`).
+#[test]
+#[ignore = "a child process of the other tests"]
+fn child_process() {
+    let dir = std::env::var(leases::ENV_STORE).unwrap();
+    let store = FileStore::open(dir)
+        .unwrap()
+        .with_ttl(Duration::from_secs(1))
+        .unwrap();
+    leases::child_main(store);
+}
+
+fn range(text: &str) -> WorkerRange {
+    WorkerRange::parse(0, text).unwrap()
+}
+
+#[test]
+fn threads_acquiring_from_one_range_get_distinct_numbers_then_the_range_is_full() {
+    let dir = temp_dir("distinct");
+    let threads = 8;
+    let barrier = Barrier::new(threads);
+    let workers: Vec<(u64, Box<dyn Claim>)> = thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let store = FileStore::open(&dir).unwrap();
+                    barrier.wait();
+                    let claim = store.acquire(&range("10-17")).unwrap();
+                    (claim.worker(), claim)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let distinct: BTreeSet<u64> = workers.iter().map(|(worker, _)| *worker).collect();
+    assert_eq!(distinct, (10..=17).collect());
+    // All eight held: the ninth asks in vain and is told why.
+    let error = FileStore::open(&dir)
+        .unwrap()
+        .acquire(&range("10-17"))
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::LeaseRangeFull { held: 8, .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "no free worker number in datacenter 0 workers 10-17: 8 held by live processes, 0 unusable"
+    );
+    drop(workers);
+    assert_eq!(
+        FileStore::open(&dir)
+            .unwrap()
+            .acquire(&range("10-17"))
+            .unwrap()
+            .worker(),
+        10
+    );
+}
+
+#[test]
+fn a_released_number_is_free_at_once_and_its_successor_starts_above_it() {
+    let dir = temp_dir("release");
+    let first = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-3"))
+        .acquire()
+        .unwrap();
+    assert_eq!(first.worker(), 0);
+    let issued = first.next_ids(5_000).unwrap();
+    let last = *issued.last().unwrap();
+    first.release().unwrap();
+
+    let started = Instant::now();
+    let second = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-3"))
+        .acquire()
+        .unwrap();
+    assert_eq!(
+        second.worker(),
+        0,
+        "released, so the lowest number is free again"
+    );
+    // The release wrote the last millisecond actually used, not one a TTL ahead, so the
+    // successor had (almost) nothing to wait for.
+    let previous = second.lease_stats().previous_mark_unix_ms.unwrap();
+    assert_eq!(previous, first_decode(last));
+    assert!(started.elapsed() < Duration::from_millis(500));
+    assert!(second.next_id().unwrap() > last);
+}
+
+fn first_decode(id: idgen::Id) -> u64 {
+    Layout::DEFAULT.decode(id).unix_ms
+}
+
+#[test]
+fn a_killed_holder_frees_its_number_at_once_and_the_next_holder_issues_above_it() {
+    let dir = temp_dir("killed");
+    let spec = |name: &str| ChildSpec {
+        test_name: CHILD,
+        store: dir.display().to_string(),
+        range: "0-0",
+        out: dir.join(name),
+        stop_file: dir.join("stop"),
+        faketime: None,
+        startup_wait: Duration::from_secs(3),
+    };
+    let child = spec("killed.ids").spawn();
+    assert_eq!(child.worker, 0);
+    thread::sleep(Duration::from_millis(300));
+    let out = child.out.clone();
+    child.kill();
+    let killed_at = Instant::now();
+    let store = FileStore::open(&dir).unwrap();
+    let claim = store.acquire(&range("0-0")).unwrap();
+    let freed_after = killed_at.elapsed();
+    println!("SIGKILLed holder's number taken again after {freed_after:?}");
+    assert!(freed_after < Duration::from_millis(100), "{freed_after:?}");
+    // The killed holder's record promises a mark at or after everything it issued.
+    let their_max = max_id(&out).expect("the child wrote IDs");
+    let mark = claim.previous_mark_unix_ms().unwrap();
+    assert!(mark >= first_decode(idgen::Id::try_from(their_max).unwrap()));
+    drop(claim);
+
+    let next = LeasedGenerator::builder(store, range("0-0"))
+        .acquire()
+        .unwrap();
+    let id = next.next_id().unwrap();
+    assert!(id.as_u64() > their_max);
+    assert!(first_decode(id) > mark);
+}
+
+#[test]
+fn killed_and_restarted_processes_never_issue_a_duplicate_even_with_the_clock_stepped_back() {
+    // Four worker numbers, four processes issuing at once; three times one of them is
+    // SIGKILLed and a replacement started, every other replacement under libfaketime with
+    // the wall clock 2 s behind. The replacement takes the freed number at once and must
+    // start after the mark the killed holder left (up to a TTL ahead of its last renewal).
+    let dir = temp_dir("e2e-file");
+    let stop = dir.join("stop");
+    let mut round = 0;
+    let mut spec = |faketime: Option<&'static str>| {
+        round += 1;
+        ChildSpec {
+            test_name: CHILD,
+            store: dir.join("leases").display().to_string(),
+            range: "0-3",
+            out: dir.join(format!("ids-{round}")),
+            stop_file: stop.clone(),
+            faketime,
+            startup_wait: Duration::from_secs(5),
+        }
+        .spawn()
+    };
+    let mut running: Vec<_> = (0..4).map(|_| spec(None)).collect();
+    let mut files: Vec<_> = running.iter().map(|c| c.out.clone()).collect();
+    let workers: BTreeSet<u64> = running.iter().map(|c| c.worker).collect();
+    assert_eq!(workers, (0..=3).collect());
+    let mut replaced = Vec::new();
+    for (kill, faketime) in [(1usize, Some("-2s")), (2, None), (0, Some("-2s"))] {
+        thread::sleep(Duration::from_millis(400));
+        let victim = running.remove(kill);
+        let worker = victim.worker;
+        victim.kill();
+        let replacement = spec(faketime);
+        assert_eq!(
+            replacement.worker, worker,
+            "the killed holder's number is free at once"
+        );
+        replaced.push((worker, replacement.previous_mark));
+        files.push(replacement.out.clone());
+        running.insert(kill, replacement);
+    }
+    thread::sleep(Duration::from_millis(2_500));
+    fs::write(&stop, b"").unwrap();
+    let reported: u64 = running.into_iter().map(|child| child.finish()).sum();
+    let ids = read_ids(&files);
+    println!(
+        "end-to-end (file store): {} IDs from 7 processes (3 SIGKILLed, 2 restarted 2 s in \
+         the past); replacements resumed after marks {replaced:?}",
+        ids.len()
+    );
+    assert!(ids.len() as u64 >= reported);
+    assert!(
+        ids.len() > 50_000,
+        "too few IDs to mean anything: {}",
+        ids.len()
+    );
+    assert_no_duplicates(&ids);
+}
+
+#[test]
+fn a_corrupted_record_is_reported_and_its_number_never_reused() {
+    let dir = temp_dir("corrupt");
+    let store = FileStore::open(&dir).unwrap();
+    fs::write(
+        store.record_path(0, 0),
+        "idgen-lease v1 mark=12 pid=1 check=0000\n",
+    )
+    .unwrap();
+    let error = store.acquire(&range("0-0")).unwrap_err();
+    let Error::LeaseRangeFull { held, unusable, .. } = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(*held, 0);
+    assert_eq!(unusable.len(), 1);
+    assert!(
+        error.to_string().contains("checksum does not match"),
+        "{error}"
+    );
+    // With room in the range, the next number is taken instead.
+    assert_eq!(store.acquire(&range("0-1")).unwrap().worker(), 1);
+    // Garbage of any shape: still refused, never panics.
+    for garbage in [
+        &b"\xff\xfe\x00"[..],
+        b"mark=1",
+        b"idgen-lease v1 \n",
+        &[b'9'; 5000],
+    ] {
+        fs::write(store.record_path(0, 0), garbage).unwrap();
+        assert!(matches!(
+            store.acquire(&range("0-0")),
+            Err(Error::LeaseRangeFull { .. })
+        ));
+    }
+}
+
+#[test]
+fn settings_that_make_no_sense_are_refused_with_a_reason() {
+    let dir = temp_dir("config");
+    let (first, last) = (5, 4);
+    assert!(matches!(
+        WorkerRange::new(0, first..=last),
+        Err(Error::LeaseConfig { .. })
+    ));
+    for bad in [
+        "",
+        "-",
+        "1-",
+        "a-b",
+        "+1-2",
+        "01-2",
+        "3-1",
+        "1-2-3",
+        " 1-2",
+        "99999999999999999999",
+    ] {
+        let error = WorkerRange::parse(0, bad).unwrap_err();
+        assert!(
+            matches!(error, Error::LeaseConfig { .. }),
+            "{bad:?}: {error:?}"
+        );
+    }
+    // A range beyond the layout.
+    let error = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("30-40"))
+        .acquire()
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "worker 40 does not fit the layout: the largest allowed is 31"
+    );
+    let error = LeasedGenerator::builder(
+        FileStore::open(&dir).unwrap(),
+        WorkerRange::new(32, 0..=1).unwrap(),
+    )
+    .acquire()
+    .unwrap_err();
+    assert!(matches!(error, Error::FieldOutOfRange { .. }));
+    // A file where the directory should be.
+    fs::write(dir.join("plain-file"), b"").unwrap();
+    assert!(FileStore::open(dir.join("plain-file")).is_err());
+    assert!(
+        FileStore::open(&dir)
+            .unwrap()
+            .with_ttl(Duration::from_millis(10))
+            .is_err()
+    );
+    // Renewing as often as the TTL leaves no validity.
+    let error = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-1"))
+        .renew_every(Duration::from_secs(3))
+        .acquire()
+        .unwrap_err();
+    assert!(matches!(error, Error::LeaseConfig { .. }), "{error:?}");
+    // Nothing was left held by the refusals.
+    assert_eq!(
+        FileStore::open(&dir)
+            .unwrap()
+            .acquire(&range("0-1"))
+            .unwrap()
+            .worker(),
+        0
+    );
+}
+
+/// A store that wraps the file store and can be told to fail renewals, or to report the
+/// number lost, as an unreachable or partitioned store would.
+#[derive(Debug, Clone)]
+struct Faulty {
+    inner: FileStore,
+    fault: Arc<Mutex<Fault>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fault {
+    None,
+    Unreachable,
+    LoseOnce,
+}
+
+impl LeaseStore for Faulty {
+    fn ttl(&self) -> Duration {
+        self.inner.ttl()
+    }
+    fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
+        if *self.fault.lock().unwrap() == Fault::Unreachable {
+            return Err(Error::LeaseStore {
+                reason: "unreachable (test)".into(),
+            });
+        }
+        Ok(Box::new(FaultyClaim {
+            inner: self.inner.acquire(range)?,
+            fault: Arc::clone(&self.fault),
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct FaultyClaim {
+    inner: Box<dyn Claim>,
+    fault: Arc<Mutex<Fault>>,
+}
+
+impl Claim for FaultyClaim {
+    fn datacenter(&self) -> u64 {
+        self.inner.datacenter()
+    }
+    fn worker(&self) -> u64 {
+        self.inner.worker()
+    }
+    fn previous_mark_unix_ms(&self) -> Option<u64> {
+        self.inner.previous_mark_unix_ms()
+    }
+    fn renew(&mut self, mark_unix_ms: u64) -> Result<(), Error> {
+        let mut fault = self.fault.lock().unwrap();
+        match *fault {
+            Fault::None => self.inner.renew(mark_unix_ms),
+            Fault::Unreachable => Err(Error::LeaseStore {
+                reason: "unreachable (test)".into(),
+            }),
+            Fault::LoseOnce => {
+                *fault = Fault::None;
+                Err(Error::LeaseLost {
+                    datacenter: self.datacenter(),
+                    worker: self.worker(),
+                })
+            }
+        }
+    }
+    fn release(&mut self, mark_unix_ms: u64) -> Result<(), Error> {
+        self.inner.release(mark_unix_ms)
+    }
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn without_renewals_the_generator_stops_exactly_at_the_margin_before_the_lease_ends() {
+    let dir = temp_dir("expiry");
+    let fault = Arc::new(Mutex::new(Fault::None));
+    let store = Faulty {
+        inner: FileStore::open(&dir)
+            .unwrap()
+            .with_ttl(Duration::from_secs(3))
+            .unwrap(),
+        fault: Arc::clone(&fault),
+    };
+    let clock = ManualClock::new(1_780_000_000_000);
+    let generator = LeasedGenerator::builder(store, range("0-3"))
+        .generator(Generator::builder().clock(clock.clone()))
+        .renew_every(Duration::from_millis(20))
+        .safety_margin(Duration::from_millis(300))
+        .acquire()
+        .unwrap();
+    wait_for("a renewal", || generator.lease_stats().renewals >= 1);
+    *fault.lock().unwrap() = Fault::Unreachable;
+    let failures = generator.lease_stats().renewal_failures;
+    wait_for("a failed renewal", || {
+        generator.lease_stats().renewal_failures > failures
+    });
+    // The clock has not moved, so every renewal was sent at this millisecond.
+    let stats = generator.lease_stats();
+    assert_eq!(stats.lease_end_unix_ms, 1_780_000_003_000);
+    assert_eq!(stats.valid_until_unix_ms, 1_780_000_002_700);
+    assert_eq!(stats.state, LeaseState::Valid);
+
+    clock.set(1_780_000_002_699);
+    let last_valid = generator.next_id().unwrap();
+    assert_eq!(first_decode(last_valid), 1_780_000_002_699);
+    clock.set(1_780_000_002_700);
+    let refused = generator.next_id().unwrap_err();
+    assert_eq!(
+        refused,
+        Error::LeaseExpired {
+            datacenter: 0,
+            worker: 0
+        }
+    );
+    assert!(refused.is_transient());
+    assert!(matches!(
+        generator.next_ids(10),
+        Err(Error::LeaseExpired { .. })
+    ));
+    assert_eq!(generator.lease_stats().state, LeaseState::Expired);
+    assert_eq!(generator.lease_stats().valid_for_ms, 0);
+
+    // The store comes back: the next renewal makes the same number usable again.
+    *fault.lock().unwrap() = Fault::None;
+    wait_for("validity after the store came back", || {
+        generator.lease_stats().state == LeaseState::Valid
+    });
+    let after = generator.next_id().unwrap();
+    assert!(after > last_valid);
+    assert_eq!(generator.decode(after).worker, 0);
+    generator.release().unwrap();
+}
+
+#[test]
+fn a_lost_number_is_replaced_by_a_new_one_and_ids_go_on_above_both_marks() {
+    let dir = temp_dir("lost");
+    let fault = Arc::new(Mutex::new(Fault::None));
+    let store = Faulty {
+        inner: FileStore::open(&dir).unwrap(),
+        fault: Arc::clone(&fault),
+    };
+    // Worker 1 was held before and left a mark 5 ms ahead of this generator's clock.
+    let clock = ManualClock::new(1_780_000_000_000);
+    {
+        let mut earlier = FileStore::open(&dir)
+            .unwrap()
+            .acquire(&range("1-1"))
+            .unwrap();
+        earlier.release(1_780_000_000_005).unwrap();
+    }
+    let generator = LeasedGenerator::builder(store, range("0-1"))
+        .generator(Generator::builder().clock(clock.clone()))
+        .renew_every(Duration::from_millis(20))
+        .acquire()
+        .unwrap();
+    assert_eq!(generator.worker(), 0);
+    let before = generator.next_id().unwrap();
+    *fault.lock().unwrap() = Fault::LoseOnce;
+    wait_for("the loss", || {
+        generator.lease_stats().state == LeaseState::Lost
+    });
+    // Lost: nothing is issued until a new number is held.
+    assert!(matches!(
+        generator.next_id(),
+        Err(Error::LeaseExpired { .. })
+    ));
+    // The keeper may take worker 0 again, whose last mark lies a TTL (3 s) ahead of the
+    // clock: it waits for the clock to pass that mark before issuing as the new holder.
+    clock.set(1_780_000_003_001);
+    wait_for("the new number", || {
+        generator.lease_stats().reacquisitions == 1
+    });
+    // Worker 0 is still locked by the (lost) first claim, which the keeper dropped; the
+    // lowest free number was then 0 again or 1: either way, IDs continue above both marks.
+    let stats = generator.lease_stats();
+    assert_eq!(stats.state, LeaseState::Valid);
+    let after = generator.next_id().unwrap();
+    assert!(after > before);
+    assert_eq!(generator.decode(after).worker, stats.worker);
+    if stats.worker == 1 {
+        assert!(first_decode(after) > 1_780_000_000_005);
+    }
+    generator.release().unwrap();
+}
