@@ -17,7 +17,8 @@ use std::fmt;
 ///   string that is not an ID, a clock set before the layout's epoch, or a layout whose time
 ///   range is used up ([`Error::TimeExhausted`]).
 ///
-/// A refused `next_id` issues nothing and changes no state; a batch that fails part-way
+/// A refused `next_id` issues nothing and changes no state (on a leased generator, a call
+/// refused with [`Error::LeaseExpired`] may leave one ID unused); a batch that fails part-way
 /// discards the IDs it had reserved (they are never issued). Either way later calls return
 /// IDs above every ID issued before.
 ///

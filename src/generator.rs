@@ -37,12 +37,15 @@ pub struct Generator<C: Clock = MonotonicClock> {
     /// The next free (millisecond, sequence) slot: see `state.rs`. On a cache line of its own,
     /// so that neither the read-only fields below nor neighbouring data ping-pong with it.
     state: CachePadded<AtomicU64>,
-    /// The node this generator issues as and its ceiling, packed (see [`Tenure`]). Only a
-    /// lease keeper writes it, so it stays shared in every core's cache.
-    tenure: CachePadded<AtomicU64>,
     rules: Rules,
-    /// `time_shift - sequence_bits`: the width of the datacenter and worker fields together.
-    node_width: u32,
+    /// The node this generator issues as and its ceiling, packed (see [`Tenure`]). Only a
+    /// lease keeper writes it, and rarely, so it sits with the read-only fields: one line
+    /// serves the whole fast path.
+    tenure: AtomicU64,
+    /// Where the time field starts in an ID.
+    time_shift: u32,
+    /// The datacenter and worker fields of an ID, in place.
+    node_mask: u64,
     sequence_mask: u64,
     epoch_unix_ms: u64,
     clock: C,
@@ -256,25 +259,22 @@ impl<C: Clock> Builder<C> {
             });
         }
         let node_bits = layout.node_bits(self.datacenter, self.worker);
-        let node_width = layout.time_shift() - layout.sequence_bits();
-        let tenure = Tenure {
-            ceiling_ms: layout.max_elapsed_ms() + 1,
-            node: node_bits >> layout.sequence_bits(),
-        };
+        let tenure = Tenure::new(layout.max_elapsed_ms() + 1, node_bits, layout.time_shift());
         let next_free = match self.mark {
             None => 0,
             Some(mark) => first_slot_after(&layout, node_bits, mark)?,
         };
         Ok(Generator {
             state: CachePadded::new(AtomicU64::new(next_free)),
-            tenure: CachePadded::new(AtomicU64::new(tenure.pack(node_width))),
+            tenure: AtomicU64::new(tenure.0),
             rules: Rules {
                 sequence_bits: layout.sequence_bits(),
                 max_elapsed_ms: layout.max_elapsed_ms(),
                 tolerance_ms: self.tolerance_ms,
                 borrow_ms: self.borrow_ms,
             },
-            node_width,
+            time_shift: layout.time_shift(),
+            node_mask: ((1 << layout.time_shift()) - 1) & !layout.max_sequence(),
             sequence_mask: layout.max_sequence(),
             epoch_unix_ms: layout.epoch_unix_ms(),
             clock,
@@ -333,7 +333,9 @@ impl<C: Clock> Generator<C> {
     /// the clock is behind the last issued millisecond within the tolerance and that
     /// millisecond is used up. Fails with [`Error::ClockMovedBackwards`] when the clock is
     /// further behind, and with [`Error::TimeExhausted`] past the layout's last instant.
-    /// A failed call issues nothing and changes no state.
+    /// A failed call issues nothing and changes no state, with one exception: on a leased
+    /// generator, a call that finds the lease past its ceiling may leave one ID unused (a
+    /// gap), because the fast path checks the ceiling after its compare-and-swap.
     #[inline]
     pub fn next_id(&self) -> Result<Id, Error> {
         // One attempt of the CAS loop, small enough to inline into the caller; anything
@@ -342,13 +344,17 @@ impl<C: Clock> Generator<C> {
         let state = self.state.load(Ordering::Acquire);
         if let Some(now_ms) = self.clock.recent_unix_ms().checked_sub(self.epoch_unix_ms)
             && let Step::Issue { first, next } = self.rules.advance(state, now_ms, 1)
-            && tenure.allows(first, self.rules.sequence_bits)
             && self
                 .state
                 .compare_exchange_weak(state, next, Ordering::Release, Ordering::Acquire)
                 .is_ok()
         {
-            return Ok(self.compose(first, tenure));
+            let id = self.compose(first, tenure);
+            if tenure.allows(id.as_u64()) {
+                return Ok(id);
+            }
+            // Past the ceiling: the slot just taken is left unused (a gap, never an ID).
+            return Err(self.refuse_lease(tenure));
         }
         self.next_id_slow()
     }
@@ -502,10 +508,9 @@ impl<C: Clock> Generator<C> {
                     }));
                 }
             };
-            if !tenure.allows(first, self.rules.sequence_bits) {
+            if !tenure.allows(self.compose(first, tenure).as_u64()) {
                 // A fresher reading only lies further past the ceiling.
-                let (datacenter, worker) = self.node_fields(tenure);
-                return Err(self.refuse(Error::LeaseExpired { datacenter, worker }));
+                return Err(self.refuse_lease(tenure));
             }
             match self.state.compare_exchange_weak(
                 state,
@@ -528,6 +533,12 @@ impl<C: Clock> Generator<C> {
     }
 
     #[cold]
+    fn refuse_lease(&self, tenure: Tenure) -> Error {
+        let (datacenter, worker) = self.node_fields(tenure);
+        self.refuse(Error::LeaseExpired { datacenter, worker })
+    }
+
+    #[cold]
     fn refuse(&self, error: Error) -> Error {
         self.counters.refused.fetch_add(1, Ordering::Relaxed);
         error
@@ -538,21 +549,22 @@ impl<C: Clock> Generator<C> {
     fn compose(&self, slot: u64, tenure: Tenure) -> Id {
         let elapsed_ms = slot >> self.rules.sequence_bits;
         Id::from_raw(
-            (((elapsed_ms << self.node_width) | tenure.node) << self.rules.sequence_bits)
+            (elapsed_ms << self.time_shift)
+                | tenure.node_bits(self.node_mask)
                 | (slot & self.sequence_mask),
         )
     }
 
     #[inline]
     fn tenure(&self) -> Tenure {
-        Tenure::unpack(self.tenure.load(Ordering::Acquire), self.node_width)
+        Tenure(self.tenure.load(Ordering::Acquire))
     }
 
     fn node_fields(&self, tenure: Tenure) -> (u64, u64) {
-        let worker_bits = self.layout.worker_bits();
+        let node = tenure.node_bits(self.node_mask) >> self.rules.sequence_bits;
         (
-            tenure.node >> worker_bits,
-            tenure.node & self.layout.max_worker(),
+            node >> self.layout.worker_bits(),
+            node & self.layout.max_worker(),
         )
     }
 
@@ -565,9 +577,9 @@ impl<C: Clock> Generator<C> {
         let ceiling_ms = ceiling_unix_ms
             .saturating_sub(self.epoch_unix_ms)
             .min(self.rules.max_elapsed_ms + 1);
-        let node = self.layout.node_bits(datacenter, worker) >> self.rules.sequence_bits;
+        let node_bits = self.layout.node_bits(datacenter, worker);
         self.tenure.store(
-            Tenure { ceiling_ms, node }.pack(self.node_width),
+            Tenure::new(ceiling_ms, node_bits, self.time_shift).0,
             Ordering::Release,
         );
     }
@@ -575,7 +587,7 @@ impl<C: Clock> Generator<C> {
     #[cfg(not(idgen_loom))]
     /// The first Unix millisecond in which this generator may no longer issue an ID.
     pub(crate) fn ceiling_unix_ms(&self) -> u64 {
-        self.epoch_unix_ms + self.tenure().ceiling_ms
+        self.epoch_unix_ms + self.tenure().ceiling_ms(self.time_shift)
     }
 
     #[cfg(not(idgen_loom))]

@@ -75,6 +75,8 @@
 //!
 //! # Features
 //!
+//! - `etcd`: [`lease::EtcdStore`], worker-number leases from an etcd cluster (pulls in
+//!   `etcd-client` and Tokio; building needs `protoc`).
 //! - `serde`: [`Id`] serializes as a JSON string of its decimal form (JavaScript numbers
 //!   lose precision above 2^53) and deserializes only from such a string.
 //!
@@ -87,7 +89,10 @@
 //!   clock catches up.
 //! - Uniqueness across processes rests on each live process holding a different node
 //!   number, and on a restarted node resuming after its last ID when its clock might be
-//!   behind. Worker-number leases that enforce both are planned.
+//!   behind. A [`lease::LeasedGenerator`] enforces both: it leases its worker number from a
+//!   [`lease::LeaseStore`] (a directory on one host, or etcd with the `etcd` feature) and
+//!   stops issuing before the lease could pass to another process; see
+//!   [`design::leases`]. A plain [`Generator`] trusts the numbers it is given.
 //! - IDs carry millisecond time: IDs from different nodes in the same millisecond sort by
 //!   node, not by the instant they were made.
 //!
@@ -122,7 +127,10 @@ pub use recent_clock::{RECENT_CLOCK_INTERVAL, RecentClock};
 pub use sharded::{ShardedBuilder, ShardedGenerator};
 
 #[doc = include_str!("../docs/design.md")]
-pub mod design {}
+pub mod design {
+    #[doc = include_str!("../docs/leases.md")]
+    pub mod leases {}
+}
 
 /// The README's examples run as doc tests, so the README cannot drift from the code.
 #[cfg(doctest)]
