@@ -165,6 +165,17 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
     fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error>;
 }
 
+/// A boxed store is a store, so one can be chosen at run time (`Box<dyn LeaseStore>`).
+impl<S: LeaseStore + ?Sized> LeaseStore for Box<S> {
+    fn ttl(&self) -> Duration {
+        (**self).ttl()
+    }
+
+    fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
+        (**self).acquire(range)
+    }
+}
+
 /// One worker number, held. Dropping a claim without [`Claim::release`] leaves the number
 /// to expire (the file store frees it at once, as the OS drops the lock).
 pub trait Claim: Send + fmt::Debug {

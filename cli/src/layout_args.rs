@@ -1,0 +1,53 @@
+//! The layout flags shared by every subcommand.
+
+use clap::Args;
+use idgen::Layout;
+
+use crate::Failure;
+use crate::time::parse_rfc3339_ms;
+
+#[derive(Args, Clone)]
+pub struct LayoutArgs {
+    /// Bits of milliseconds since the epoch.
+    #[arg(long, default_value_t = 41)]
+    time_bits: u32,
+    /// Bits of datacenter number.
+    #[arg(long, default_value_t = 5)]
+    datacenter_bits: u32,
+    /// Bits of worker number.
+    #[arg(long, default_value_t = 5)]
+    worker_bits: u32,
+    /// Bits of sequence number.
+    #[arg(long, default_value_t = 12)]
+    sequence_bits: u32,
+    /// The custom epoch: a UTC time (2024-01-01T00:00:00Z) or Unix milliseconds.
+    #[arg(long, default_value = "2024-01-01T00:00:00Z")]
+    epoch: String,
+}
+
+impl LayoutArgs {
+    pub fn layout(&self) -> Result<Layout, Failure> {
+        let epoch_unix_ms: i64 = if !self.epoch.is_empty()
+            && self.epoch.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+        {
+            self.epoch.parse().map_err(|_| {
+                Failure::input(format!(
+                    "--epoch {:?} is not a number of Unix ms",
+                    self.epoch
+                ))
+            })?
+        } else {
+            let ms = parse_rfc3339_ms(&self.epoch)
+                .map_err(|reason| Failure::input(format!("--epoch {reason}")))?;
+            i64::try_from(ms).map_err(|_| Failure::input("--epoch is too far in the future"))?
+        };
+        Layout::new(
+            self.time_bits,
+            self.datacenter_bits,
+            self.worker_bits,
+            self.sequence_bits,
+        )
+        .and_then(|layout| layout.with_epoch_unix_ms(epoch_unix_ms))
+        .map_err(|error| Failure::input(error.to_string()))
+    }
+}

@@ -1,0 +1,78 @@
+//! The lease flags of `serve` and `next`: where the worker number comes from.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use idgen::lease::{FileStore, LeaseStore, LeasedGenerator, WorkerRange};
+use idgen::{Generator, Layout};
+
+use crate::Failure;
+
+#[derive(Args, Clone)]
+pub struct LeaseArgs {
+    /// The lease directory shared by the idgen processes of this host (default: a folder
+    /// `idgen-leases` in the system temp dir).
+    #[arg(long, value_name = "DIR", conflicts_with = "etcd")]
+    lease_dir: Option<PathBuf>,
+    /// Lease worker numbers from etcd instead: client URLs, comma-separated (needs a build
+    /// with the `etcd` feature).
+    #[arg(long, value_name = "URL,...")]
+    etcd: Option<String>,
+    /// The etcd key prefix.
+    #[arg(long, default_value = "/idgen", requires = "etcd")]
+    namespace: String,
+    /// The datacenter number.
+    #[arg(long, default_value_t = 0)]
+    datacenter: u64,
+    /// The worker numbers this process may take, `A-B` (default: all of the layout's).
+    #[arg(long, value_name = "A-B")]
+    workers: Option<String>,
+}
+
+impl LeaseArgs {
+    pub fn acquire(&self, layout: Layout) -> Result<LeasedGenerator, Failure> {
+        let range = match &self.workers {
+            Some(text) => WorkerRange::parse(self.datacenter, text)
+                .map_err(|error| Failure::input(format!("--workers: {error}")))?,
+            None => WorkerRange::all(&layout, self.datacenter),
+        };
+        range
+            .check(&layout)
+            .map_err(|error| Failure::input(error.to_string()))?;
+        let store = self.store()?;
+        LeasedGenerator::builder(store, range)
+            .generator(Generator::builder().layout(layout))
+            .acquire()
+            .map_err(|error| Failure::runtime(format!("cannot lease a worker number: {error}")))
+    }
+
+    fn store(&self) -> Result<Box<dyn LeaseStore>, Failure> {
+        if let Some(endpoints) = &self.etcd {
+            return etcd_store(endpoints, &self.namespace);
+        }
+        let dir = self
+            .lease_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("idgen-leases"));
+        let store = FileStore::open(&dir).map_err(|error| Failure::runtime(error.to_string()))?;
+        Ok(Box::new(store))
+    }
+}
+
+#[cfg(feature = "etcd")]
+fn etcd_store(endpoints: &str, namespace: &str) -> Result<Box<dyn LeaseStore>, Failure> {
+    let endpoints: Vec<&str> = endpoints.split(',').collect();
+    idgen::lease::EtcdStore::connect(&endpoints, namespace)
+        .map(|store| Box::new(store) as Box<dyn LeaseStore>)
+        .map_err(|error| match error {
+            idgen::Error::LeaseConfig { .. } => Failure::input(error.to_string()),
+            _ => Failure::runtime(error.to_string()),
+        })
+}
+
+#[cfg(not(feature = "etcd"))]
+fn etcd_store(_endpoints: &str, _namespace: &str) -> Result<Box<dyn LeaseStore>, Failure> {
+    Err(Failure::input(
+        "this idgen was built without etcd support; build it with --features etcd",
+    ))
+}

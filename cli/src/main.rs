@@ -1,0 +1,263 @@
+//! `idgen`: unique, time-sortable 64-bit IDs for programs that cannot embed the crate. An
+//! HTTP service (`idgen serve`) and operator commands (`next`, `decode`, `layout`).
+
+mod layout_args;
+mod lease_args;
+mod serve;
+mod time;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use idgen::{Id, Layout};
+
+use layout_args::LayoutArgs;
+use lease_args::LeaseArgs;
+
+#[derive(Parser)]
+#[command(
+    name = "idgen",
+    version,
+    about = "Unique, time-sortable 64-bit IDs: an HTTP service and a CLI"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve IDs over HTTP (JSON, IDs as strings), holding a leased worker number.
+    Serve(serve::ServeArgs),
+    /// Print IDs, from a worker number leased for the run.
+    Next(NextArgs),
+    /// Show the parts of IDs (decimal or base32): creation time, datacenter, worker, sequence.
+    Decode(DecodeArgs),
+    /// Show the arithmetic of a layout: lifetime, last instant, workers, rates.
+    Layout(LayoutCommand),
+}
+
+#[derive(Args)]
+struct NextArgs {
+    /// How many IDs.
+    #[arg(short = 'n', long = "count", default_value_t = 1)]
+    count: usize,
+    /// Output format: one per line in decimal or base32, or a JSON array of strings.
+    #[arg(long, value_enum, default_value_t = Format::Decimal)]
+    format: Format,
+    #[command(flatten)]
+    lease: LeaseArgs,
+    #[command(flatten)]
+    layout: LayoutArgs,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Decimal,
+    Base32,
+    Json,
+}
+
+#[derive(Args)]
+struct DecodeArgs {
+    /// IDs, in canonical decimal or 13-character base32.
+    #[arg(required = true)]
+    ids: Vec<String>,
+    /// One JSON object per ID, one per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    layout: LayoutArgs,
+}
+
+#[derive(Args)]
+struct LayoutCommand {
+    /// As a JSON object.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    layout: LayoutArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Next(args) => next(args),
+        Command::Decode(args) => decode(args),
+        Command::Layout(args) => layout(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("idgen: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// Why a command failed, and its exit code: 2 for bad input (as clap's own usage errors),
+/// 1 for anything else.
+pub struct Failure {
+    message: String,
+    code: u8,
+}
+
+impl Failure {
+    pub fn input(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            code: 2,
+        }
+    }
+
+    pub fn runtime(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            code: 1,
+        }
+    }
+}
+
+fn next(args: NextArgs) -> Result<(), Failure> {
+    if args.count == 0 {
+        return Err(Failure::input("-n must be at least 1"));
+    }
+    let layout = args.layout.layout()?;
+    let generator = args.lease.acquire(layout)?;
+    let ids = generator
+        .next_ids(args.count)
+        .map_err(|error| Failure::runtime(error.to_string()))?;
+    generator
+        .release()
+        .map_err(|error| Failure::runtime(error.to_string()))?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let written = match args.format {
+        Format::Decimal => ids.iter().try_for_each(|id| writeln!(out, "{id}")),
+        Format::Base32 => ids
+            .iter()
+            .try_for_each(|id| writeln!(out, "{}", id.to_base32())),
+        Format::Json => serde_json::to_writer(&mut out, &ids)
+            .map_err(std::io::Error::other)
+            .and_then(|()| writeln!(out)),
+    };
+    written
+        .and_then(|()| out.flush())
+        .map_err(|error| Failure::runtime(format!("writing the IDs: {error}")))
+}
+
+/// Parses an ID in either text form: canonical decimal, or 13 characters of base32.
+pub fn parse_id(text: &str) -> Result<Id, String> {
+    match text.parse::<Id>() {
+        Ok(id) => Ok(id),
+        Err(decimal) if text.len() == 13 && !text.bytes().all(|b| b.is_ascii_digit()) => {
+            Id::from_base32(text).map_err(|base32| {
+                format!(
+                    "invalid ID {text:?}: not canonical decimal ({decimal}) nor base32 ({base32})"
+                )
+            })
+        }
+        Err(decimal) => Err(format!("invalid ID {text:?}: {decimal}")),
+    }
+}
+
+/// The JSON form of a decoded ID, shared with the HTTP service.
+pub fn decoded_json(layout: &Layout, id: Id) -> serde_json::Value {
+    let parts = layout.decode(id);
+    serde_json::json!({
+        "id": id.to_string(),
+        "createdAt": time::rfc3339_ms(parts.unix_ms),
+        "datacenter": parts.datacenter,
+        "worker": parts.worker,
+        "sequence": parts.sequence,
+    })
+}
+
+fn decode(args: DecodeArgs) -> Result<(), Failure> {
+    let layout = args.layout.layout()?;
+    let mut bad = Vec::new();
+    for text in &args.ids {
+        match parse_id(text) {
+            Ok(id) if args.json => println!("{}", decoded_json(&layout, id)),
+            Ok(id) => {
+                let parts = layout.decode(id);
+                println!(
+                    "{id}  {}  datacenter {}  worker {}  sequence {}",
+                    time::rfc3339_ms(parts.unix_ms),
+                    parts.datacenter,
+                    parts.worker,
+                    parts.sequence
+                );
+            }
+            Err(reason) => bad.push(reason),
+        }
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::input(bad.join("\nidgen: ")))
+    }
+}
+
+/// The JSON form of a layout's arithmetic, shared with the HTTP service.
+pub fn layout_json(layout: &Layout) -> serde_json::Value {
+    serde_json::json!({
+        "timeBits": layout.time_bits(),
+        "datacenterBits": layout.datacenter_bits(),
+        "workerBits": layout.worker_bits(),
+        "sequenceBits": layout.sequence_bits(),
+        "epoch": time::rfc3339_ms(layout.epoch_unix_ms()),
+        "lifetimeYears": (layout.lifetime_years() * 10.0).round() / 10.0,
+        "lastInstant": time::rfc3339_ms(layout.last_unix_ms()),
+        "datacenters": layout.datacenters(),
+        "workersPerDatacenter": layout.workers_per_datacenter(),
+        "nodes": layout.nodes(),
+        "idsPerSecondPerNode": big_number(layout.ids_per_second_per_node()),
+        "clusterIdsPerSecond": big_number(layout.cluster_ids_per_second()),
+    })
+}
+
+/// Exact as a JSON integer where it fits 64 bits (every realistic layout), else a float.
+fn big_number(n: u128) -> serde_json::Value {
+    u64::try_from(n).map_or_else(
+        |_| serde_json::Value::from(n as f64),
+        serde_json::Value::from,
+    )
+}
+
+fn layout(args: LayoutCommand) -> Result<(), Failure> {
+    let layout = args.layout.layout()?;
+    if args.json {
+        println!("{}", layout_json(&layout));
+        return Ok(());
+    }
+    println!(
+        "bits: time {}, datacenter {}, worker {}, sequence {}",
+        layout.time_bits(),
+        layout.datacenter_bits(),
+        layout.worker_bits(),
+        layout.sequence_bits()
+    );
+    println!("epoch: {}", time::rfc3339_ms(layout.epoch_unix_ms()));
+    println!(
+        "lifetime: {:.1} years, until {}",
+        layout.lifetime_years(),
+        time::rfc3339_ms(layout.last_unix_ms())
+    );
+    println!(
+        "nodes: {} ({} datacenters x {} workers)",
+        layout.nodes(),
+        layout.datacenters(),
+        layout.workers_per_datacenter()
+    );
+    println!(
+        "IDs per second per worker: {}",
+        layout.ids_per_second_per_node()
+    );
+    println!(
+        "cluster maximum: {} IDs per second",
+        layout.cluster_ids_per_second()
+    );
+    Ok(())
+}

@@ -1,0 +1,437 @@
+//! `idgen serve`: the HTTP service. JSON in and out, IDs always as decimal strings.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use clap::Args;
+use idgen::lease::{LeaseState, LeasedGenerator};
+use idgen::{Id, Layout};
+use serde_json::{Value, json};
+
+use crate::layout_args::LayoutArgs;
+use crate::lease_args::LeaseArgs;
+use crate::{Failure, decoded_json, layout_json, parse_id};
+
+/// Request bodies above this are refused with 413: `{"count": N}` needs a few bytes.
+const MAX_BODY_BYTES: usize = 4 * 1024;
+
+/// Batches up to this size are made on the request's own task; larger ones may wait for
+/// the next millisecond, so they go to a blocking thread instead.
+const INLINE_BATCH: usize = 1024;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The address to listen on (port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// The largest `count` one request may ask for.
+    #[arg(long, default_value_t = 10_000)]
+    max_batch: usize,
+    #[command(flatten)]
+    lease: LeaseArgs,
+    #[command(flatten)]
+    layout: LayoutArgs,
+}
+
+struct Service {
+    generator: LeasedGenerator,
+    layout: Layout,
+    max_batch: usize,
+    ids_issued: AtomicU64,
+    /// Responses by status code, 100 to 599.
+    responses: Vec<AtomicU64>,
+}
+
+pub fn run(args: ServeArgs) -> Result<(), Failure> {
+    if args.max_batch == 0 {
+        return Err(Failure::input("--max-batch must be at least 1"));
+    }
+    let layout = args.layout.layout()?;
+    // Leasing blocks (and the etcd store refuses to run inside a Tokio runtime): do it first.
+    let generator = args.lease.acquire(layout)?;
+    let service = Arc::new(Service {
+        generator,
+        layout,
+        max_batch: args.max_batch,
+        ids_issued: AtomicU64::new(0),
+        responses: (0..500).map(|_| AtomicU64::new(0)).collect(),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| Failure::runtime(format!("cannot start the runtime: {error}")))?;
+    let served = runtime.block_on(serve(Arc::clone(&service), args.listen));
+    // Every connection is closed by now; the runtime goes before the lease is released.
+    drop(runtime);
+    let released = match Arc::try_unwrap(service) {
+        Ok(service) => service.generator.release(),
+        Err(_) => Ok(()), // unreachable in practice; the drop releases it then
+    };
+    served?;
+    released.map_err(|error| Failure::runtime(format!("releasing the lease: {error}")))?;
+    eprintln!("idgen: stopped; worker number released");
+    Ok(())
+}
+
+async fn serve(service: Arc<Service>, listen: SocketAddr) -> Result<(), Failure> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|error| Failure::runtime(format!("cannot listen on {listen}: {error}")))?;
+    let address = listener
+        .local_addr()
+        .map_err(|error| Failure::runtime(error.to_string()))?;
+    // The first line of output, read by scripts and tests to find the port.
+    println!(
+        "idgen: listening on http://{address} as worker {} of datacenter {}",
+        service.generator.worker(),
+        service.generator.datacenter()
+    );
+    let app = router(service);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|error| Failure::runtime(format!("the server failed: {error}")))
+}
+
+fn router(service: Arc<Service>) -> Router {
+    Router::new()
+        .route("/v1/ids", get(get_ids).post(post_ids))
+        .route("/v1/ids/{id}/decode", get(decode))
+        .route("/v1/layout", get(layout))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&service),
+            count_responses,
+        ))
+        .with_state(service)
+}
+
+/// Resolves on SIGINT or SIGTERM: axum then stops accepting and finishes open requests.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = interrupt => {},
+            _ = terminate.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+    eprintln!("idgen: shutting down: finishing open requests");
+}
+
+/// An error response: the status and `{"error": "..."}`.
+struct ApiError(StatusCode, String);
+
+impl ApiError {
+    fn bad(message: impl Into<String>) -> ApiError {
+        ApiError(StatusCode::BAD_REQUEST, message.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, axum::Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+async fn count_responses(
+    State(service): State<Arc<Service>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let response = next.run(request).await;
+    let status = usize::from(response.status().as_u16());
+    if let Some(counter) = status
+        .checked_sub(100)
+        .and_then(|i| service.responses.get(i))
+    {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+    response
+}
+
+async fn get_ids(
+    State(service): State<Arc<Service>>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let count = count_from_query(query.as_deref().unwrap_or(""), service.max_batch)?;
+    issue(service, count).await
+}
+
+async fn post_ids(
+    State(service): State<Arc<Service>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let json_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"));
+    if !json_type {
+        return Err(ApiError(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be JSON, sent with Content-Type: application/json".into(),
+        ));
+    }
+    let body = body.map_err(|rejection| {
+        let status = rejection.status();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError(
+                status,
+                format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+            )
+        } else {
+            ApiError(status, format!("cannot read the body: {rejection}"))
+        }
+    })?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|error| ApiError::bad(format!("malformed JSON: {error}")))?;
+    let Value::Object(fields) = value else {
+        return Err(ApiError::bad(
+            r#"the body must be a JSON object such as {"count": 10}"#,
+        ));
+    };
+    let count = match fields.get("count") {
+        None => return Err(ApiError::bad(r#"count is missing: send {"count": N}"#)),
+        Some(count) => count_from_json(count, service.max_batch)?,
+    };
+    issue(service, count).await
+}
+
+async fn issue(service: Arc<Service>, count: usize) -> Result<Response, ApiError> {
+    let ids = if count <= INLINE_BATCH {
+        service.generator.next_ids(count)
+    } else {
+        let service = Arc::clone(&service);
+        tokio::task::spawn_blocking(move || service.generator.next_ids(count))
+            .await
+            .map_err(|error| ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?
+    };
+    let ids: Vec<Id> =
+        ids.map_err(|error| ApiError(StatusCode::SERVICE_UNAVAILABLE, error.to_string()))?;
+    service
+        .ids_issued
+        .fetch_add(ids.len() as u64, Ordering::Relaxed);
+    Ok(axum::Json(json!({ "ids": ids })).into_response())
+}
+
+/// `count=N` or `n=N`, exactly once.
+fn count_from_query(query: &str, max: usize) -> Result<usize, ApiError> {
+    let mut found = None;
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key == "count" || key == "n" {
+            if found.is_some() {
+                return Err(ApiError::bad("give the count once, as count=N or n=N"));
+            }
+            found = Some(value);
+        }
+    }
+    let Some(text) = found else {
+        return Err(ApiError::bad("count is missing: ask for /v1/ids?count=N"));
+    };
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let whole = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    if !whole {
+        return Err(ApiError::bad(format!(
+            "count must be a whole number; got {text:?}"
+        )));
+    }
+    if text.starts_with('-') {
+        return Err(ApiError::bad(format!(
+            "count must be at least 1; got {text}"
+        )));
+    }
+    // Digits only: a failed parse can only mean too large.
+    let count = text.parse::<u64>().unwrap_or(u64::MAX);
+    check_count(count, max)
+}
+
+fn count_from_json(value: &Value, max: usize) -> Result<usize, ApiError> {
+    let Value::Number(number) = value else {
+        return Err(ApiError::bad(format!(
+            "count must be a number; got {value}"
+        )));
+    };
+    if let Some(count) = number.as_u64() {
+        return check_count(count, max);
+    }
+    if let Some(negative) = number.as_i64() {
+        return Err(ApiError::bad(format!(
+            "count must be at least 1; got {negative}"
+        )));
+    }
+    match number.as_f64() {
+        Some(float) if float.fract() == 0.0 && float >= 1.0 => check_count(u64::MAX, max),
+        Some(float) if float < 1.0 && float.fract() == 0.0 => Err(ApiError::bad(format!(
+            "count must be at least 1; got {number}"
+        ))),
+        _ => Err(ApiError::bad(format!(
+            "count must be a whole number; got {number}"
+        ))),
+    }
+}
+
+fn check_count(count: u64, max: usize) -> Result<usize, ApiError> {
+    if count == 0 {
+        return Err(ApiError::bad("count must be at least 1; got 0"));
+    }
+    match usize::try_from(count) {
+        Ok(count) if count <= max => Ok(count),
+        _ if count == u64::MAX => Err(ApiError::bad(format!(
+            "count is above the maximum of {max}"
+        ))),
+        _ => Err(ApiError::bad(format!(
+            "count {count} is above the maximum of {max}"
+        ))),
+    }
+}
+
+/// A debugging aid: the parts of an ID, as this service's layout reads them.
+async fn decode(
+    State(service): State<Arc<Service>>,
+    id: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<Response, ApiError> {
+    let Path(text) = id.map_err(|rejection| ApiError::bad(rejection.body_text()))?;
+    let id = parse_id(&text).map_err(ApiError::bad)?;
+    Ok(axum::Json(decoded_json(&service.layout, id)).into_response())
+}
+
+async fn layout(State(service): State<Arc<Service>>) -> Response {
+    axum::Json(layout_json(&service.layout)).into_response()
+}
+
+async fn healthz(State(service): State<Arc<Service>>) -> Response {
+    let stats = service.generator.lease_stats();
+    let body = json!({
+        "lease": format!("{:?}", stats.state),
+        "datacenter": stats.datacenter,
+        "worker": stats.worker,
+        "validForMs": stats.valid_for_ms,
+    });
+    let status = if stats.state == LeaseState::Valid {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(body)).into_response()
+}
+
+async fn metrics(State(service): State<Arc<Service>>) -> Response {
+    let generator = service.generator.stats();
+    let lease = service.generator.lease_stats();
+    let mut text = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, u64)]| {
+        text += &format!("# HELP {name} {help}\n# TYPE {name} {kind}\n");
+        for (labels, value) in samples {
+            text += &format!("{name}{labels} {value}\n");
+        }
+    };
+    let one = |value: u64| vec![(String::new(), value)];
+    metric(
+        "idgen_ids_issued_total",
+        "counter",
+        "IDs handed out over HTTP.",
+        &one(service.ids_issued.load(Ordering::Relaxed)),
+    );
+    let by_status: Vec<(String, u64)> = service
+        .responses
+        .iter()
+        .enumerate()
+        .filter_map(|(i, count)| {
+            let count = count.load(Ordering::Relaxed);
+            (count > 0).then(|| (format!("{{status=\"{}\"}}", i + 100), count))
+        })
+        .collect();
+    metric(
+        "idgen_http_requests_total",
+        "counter",
+        "HTTP responses by status code.",
+        &by_status,
+    );
+    metric(
+        "idgen_overflow_waits_total",
+        "counter",
+        "Calls that found their millisecond's sequence used up and waited.",
+        &one(generator.sequence_exhausted),
+    );
+    metric(
+        "idgen_clock_behind_total",
+        "counter",
+        "Calls that found the clock behind the last issued millisecond, within tolerance.",
+        &one(generator.clock_behind),
+    );
+    metric(
+        "idgen_refusals_total",
+        "counter",
+        "Calls refused: clock behind beyond tolerance, lease not valid, time exhausted.",
+        &one(generator.refused),
+    );
+    metric(
+        "idgen_lease_renewals_total",
+        "counter",
+        "Successful lease renewals.",
+        &one(lease.renewals),
+    );
+    metric(
+        "idgen_lease_renewal_failures_total",
+        "counter",
+        "Failed lease renewal attempts.",
+        &one(lease.renewal_failures),
+    );
+    metric(
+        "idgen_lease_reacquisitions_total",
+        "counter",
+        "Worker numbers taken after the previous one was lost.",
+        &one(lease.reacquisitions),
+    );
+    metric(
+        "idgen_lease_valid",
+        "gauge",
+        "1 while the lease is valid, else 0.",
+        &one(u64::from(lease.state == LeaseState::Valid)),
+    );
+    metric(
+        "idgen_worker",
+        "gauge",
+        "The worker number held.",
+        &[(
+            format!("{{datacenter=\"{}\"}}", lease.datacenter),
+            lease.worker,
+        )],
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn not_found() -> ApiError {
+    ApiError(
+        StatusCode::NOT_FOUND,
+        "no such endpoint; see /v1/ids, /v1/ids/{id}/decode, /v1/layout, /healthz, /metrics".into(),
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed on this endpoint".into(),
+    )
+}

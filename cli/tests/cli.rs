@@ -1,0 +1,141 @@
+//! The operator commands: `next`, `decode`, `layout`, and their errors.
+
+mod common;
+
+use common::{idgen, temp_dir};
+
+#[test]
+fn next_prints_increasing_ids_in_each_format() {
+    let dir = temp_dir("next");
+    let dir = dir.to_str().unwrap();
+    let (status, stdout, _) = idgen(&["next", "-n", "5", "--lease-dir", dir]);
+    assert!(status.success());
+    let ids: Vec<u64> = stdout.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(ids.len(), 5);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+
+    let (status, stdout, _) = idgen(&["next", "-n", "3", "--format", "json", "--lease-dir", dir]);
+    assert!(status.success());
+    let json: Vec<String> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json.len(), 3);
+    assert!(
+        json[0].parse::<u64>().unwrap() > ids[4],
+        "a later run starts above the last"
+    );
+
+    let (status, stdout, _) = idgen(&["next", "-n", "2", "--format", "base32", "--lease-dir", dir]);
+    assert!(status.success());
+    for line in stdout.lines() {
+        assert_eq!(line.len(), 13);
+        assert!(idgen::Id::from_base32(line).is_ok());
+    }
+}
+
+#[test]
+fn next_refuses_bad_arguments() {
+    let dir = temp_dir("next-bad");
+    let dir = dir.to_str().unwrap();
+    for (args, message) in [
+        (vec!["next", "-n", "0"], "at least 1"),
+        (vec!["next", "-n", "-1"], "unexpected argument"),
+        (vec!["next", "--format", "xml"], "invalid value"),
+        (vec!["next", "--workers", "9-3"], "is empty"),
+        (vec!["next", "--workers", "0-40"], "does not fit"),
+        (vec!["next", "--datacenter", "99"], "does not fit"),
+        (
+            vec!["next", "--etcd", "127.0.0.1:2379", "--lease-dir", "/tmp"],
+            "cannot be used with",
+        ),
+    ] {
+        let mut full = args.clone();
+        if !args.contains(&"--lease-dir") {
+            full.extend(["--lease-dir", dir]);
+        }
+        let (status, _, stderr) = idgen(&full);
+        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn decode_shows_the_parts_of_decimal_and_base32_ids() {
+    // 2026-10-11T12:35:21.659Z, datacenter 3, worker 17, sequence 0, built by hand.
+    let ms = 1_791_722_121_659u64 - 1_704_067_200_000;
+    let id = ms << 22 | 3 << 17 | 17 << 12;
+    let base32 = idgen::Id::try_from(id).unwrap().to_base32().to_string();
+    let (status, stdout, _) = idgen(&["decode", &id.to_string(), &base32]);
+    assert!(status.success());
+    let expected = format!("{id}  2026-10-11T12:35:21.659Z  datacenter 3  worker 17  sequence 0");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [expected.as_str(), expected.as_str()]
+    );
+    let (status, stdout, _) = idgen(&["decode", "--json", &id.to_string()]);
+    assert!(status.success());
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"id": id.to_string(), "createdAt": "2026-10-11T12:35:21.659Z",
+                           "datacenter": 3, "worker": 17, "sequence": 0})
+    );
+}
+
+#[test]
+fn decode_reports_every_bad_id_and_fails() {
+    let (status, stdout, stderr) = idgen(&["decode", "12", "0123", "9223372036854775808", "abc"]);
+    assert_eq!(status.code(), Some(2));
+    assert_eq!(stdout.lines().count(), 1, "the good one is still decoded");
+    for bad in ["\"0123\"", "\"9223372036854775808\"", "\"abc\""] {
+        assert!(stderr.contains(bad), "{bad}: {stderr}");
+    }
+    let (status, _, stderr) = idgen(&["decode"]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+}
+
+#[test]
+fn layout_shows_the_arithmetic_and_refuses_bad_layouts() {
+    let (status, stdout, _) = idgen(&["layout"]);
+    assert!(status.success());
+    for line in [
+        "lifetime: 69.7 years, until 2093-09-06T15:47:35.551Z",
+        "nodes: 1024 (32 datacenters x 32 workers)",
+        "IDs per second per worker: 4096000",
+        "cluster maximum: 4194304000 IDs per second",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+    let (status, stdout, _) = idgen(&[
+        "layout",
+        "--json",
+        "--time-bits",
+        "39",
+        "--datacenter-bits",
+        "0",
+        "--worker-bits",
+        "12",
+        "--epoch",
+        "2020-01-01T00:00:00Z",
+    ]);
+    assert!(status.success());
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["lifetimeYears"], 17.4);
+    assert_eq!(json["nodes"], 4096);
+    assert_eq!(json["epoch"], "2020-01-01T00:00:00.000Z");
+    for (args, message) in [
+        (vec!["--time-bits", "40"], "add up to 62"),
+        (
+            vec!["--sequence-bits", "0", "--time-bits", "53"],
+            "at least one bit",
+        ),
+        (vec!["--epoch", "1969-12-31T00:00:00Z"], "UTC time"),
+        (vec!["--epoch=-5"], "before the Unix epoch"),
+        (vec!["--epoch", "tomorrow"], "UTC time"),
+        (vec!["--time-bits", "x"], "invalid value"),
+    ] {
+        let mut full = vec!["layout"];
+        full.extend(&args);
+        let (status, _, stderr) = idgen(&full);
+        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}

@@ -1,0 +1,195 @@
+//! Starts the real `idgen` binary and talks HTTP/1.1 to it over a plain TCP socket, so a
+//! test controls every byte (bad content types, oversized bodies, malformed JSON).
+
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_idgen");
+
+/// A fresh, empty directory under the system temp dir.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("idgen-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `idgen` with `args`, run to completion: (exit status, stdout, stderr).
+pub fn idgen(args: &[&str]) -> (ExitStatus, String, String) {
+    let output = Command::new(BIN).args(args).output().unwrap();
+    (
+        output.status,
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+/// A running `idgen serve` on a free loopback port; killed on drop if still running.
+pub struct Service {
+    pub child: Child,
+    pub address: SocketAddr,
+    pub worker: u64,
+}
+
+impl Service {
+    pub fn start(lease_dir: &Path, extra: &[&str]) -> Service {
+        let mut child = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--lease-dir"])
+            .arg(lease_dir)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        // "idgen: listening on http://127.0.0.1:PORT as worker W of datacenter D"
+        let rest = line
+            .strip_prefix("idgen: listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
+        let mut words = rest.split_whitespace();
+        let address = words.next().unwrap().parse().unwrap();
+        let worker = words.nth(2).unwrap().parse().unwrap();
+        Service {
+            child,
+            address,
+            worker,
+        }
+    }
+
+    pub fn get(&self, path: &str) -> Reply {
+        self.request("GET", path, &[], b"")
+    }
+
+    pub fn post_json(&self, path: &str, body: &str) -> Reply {
+        self.request(
+            "POST",
+            path,
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        )
+    }
+
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Reply {
+        let mut stream = TcpStream::connect(self.address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            self.address,
+            body.len()
+        );
+        for (name, value) in headers {
+            head += &format!("{name}: {value}\r\n");
+        }
+        head += "\r\n";
+        stream.write_all(head.as_bytes()).unwrap();
+        // A server may answer (413) before reading all of a large body and close.
+        let _ = stream.write_all(body);
+        let mut raw = Vec::new();
+        let _ = stream.read_to_end(&mut raw);
+        Reply::parse(&raw)
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    pub fn terminate(mut self) -> ExitStatus {
+        signal(self.child.id(), "TERM");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "did not stop after SIGTERM");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// A parsed HTTP response (bodies are small, and never chunked with Connection: close
+/// except by axum's JSON, which sets Content-Length).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub content_type: String,
+    pub body: String,
+}
+
+impl Reply {
+    fn parse(raw: &[u8]) -> Reply {
+        let text = String::from_utf8_lossy(raw);
+        let (head, body) = text
+            .split_once("\r\n\r\n")
+            .unwrap_or_else(|| panic!("no response: {text:?}"));
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        let content_type = head
+            .lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("content-type")
+                    .then(|| value.trim().to_string())
+            })
+            .unwrap_or_default();
+        Reply {
+            status,
+            content_type,
+            body: body.to_string(),
+        }
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|error| panic!("not JSON ({error}): {:?}", self.body))
+    }
+
+    /// The `error` message of a 4xx/5xx reply.
+    pub fn error(&self) -> String {
+        self.json()["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error message: {:?}", self.body))
+            .to_string()
+    }
+
+    /// The IDs of a 200 reply, checked to be strings holding canonical decimals.
+    pub fn ids(&self) -> Vec<u64> {
+        assert_eq!(self.status, 200, "{:?}", self.body);
+        self.json()["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|id| {
+                let text = id.as_str().expect("IDs travel as strings");
+                text.parse().unwrap()
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,430 @@
+//! The HTTP service, driven over loopback: every endpoint, every kind of bad input, many
+//! concurrent clients, two services sharing a lease directory, graceful shutdown, and the
+//! JSON contract checked by a real JavaScript client (Node.js).
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::Command;
+use std::thread;
+
+use common::{Service, idgen, temp_dir};
+
+#[test]
+fn ids_come_as_increasing_decimal_strings_from_get_and_post() {
+    let dir = temp_dir("ids");
+    let service = Service::start(&dir, &[]);
+    let one = service.get("/v1/ids?count=1");
+    assert_eq!(one.status, 200);
+    assert!(one.content_type.starts_with("application/json"));
+    assert_eq!(one.ids().len(), 1);
+    for path in [
+        "/v1/ids?count=500",
+        "/v1/ids?n=500",
+        "/v1/ids?other=1&count=500",
+    ] {
+        let ids = service.get(path).ids();
+        assert_eq!(ids.len(), 500, "{path}");
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    }
+    let posted = service.post_json("/v1/ids", r#"{"count": 10000}"#).ids();
+    assert_eq!(posted.len(), 10_000);
+    assert!(posted.windows(2).all(|w| w[0] < w[1]));
+    assert!(posted[0] > one.ids()[0]);
+    // Content-Type with parameters is still JSON.
+    let reply = service.request(
+        "POST",
+        "/v1/ids",
+        &[("Content-Type", "application/json; charset=utf-8")],
+        br#"{"count": 2}"#,
+    );
+    assert_eq!(reply.ids().len(), 2);
+}
+
+#[test]
+fn decode_layout_healthz_and_metrics_answer() {
+    let dir = temp_dir("endpoints");
+    let service = Service::start(&dir, &["--datacenter", "3", "--workers", "17-20"]);
+    assert_eq!(service.worker, 17);
+    let id = service.get("/v1/ids?count=1").ids()[0];
+    for form in [id.to_string(), base32(id)] {
+        let decoded = service.get(&format!("/v1/ids/{form}/decode"));
+        assert_eq!(decoded.status, 200, "{}", decoded.body);
+        let json = decoded.json();
+        assert_eq!(json["id"], id.to_string());
+        assert_eq!(json["datacenter"], 3);
+        assert_eq!(json["worker"], 17);
+        assert_eq!(json["sequence"], id & 0xfff);
+        let created = json["createdAt"].as_str().unwrap();
+        assert_eq!(created.len(), "2026-10-11T12:35:21.659Z".len(), "{created}");
+        assert!(created.ends_with('Z') && created.starts_with("20"));
+    }
+    let layout = service.get("/v1/layout").json();
+    assert_eq!(layout["timeBits"], 41);
+    assert_eq!(layout["sequenceBits"], 12);
+    assert_eq!(layout["idsPerSecondPerNode"], 4_096_000);
+    assert_eq!(layout["lastInstant"], "2093-09-06T15:47:35.551Z");
+    let health = service.get("/healthz");
+    assert_eq!(health.status, 200);
+    assert_eq!(health.json()["lease"], "Valid");
+    let metrics = service.get("/metrics");
+    assert_eq!(metrics.status, 200);
+    assert!(metrics.content_type.starts_with("text/plain"));
+    for line in [
+        "idgen_ids_issued_total 1\n",
+        "idgen_http_requests_total{status=\"200\"} 5\n",
+        "idgen_overflow_waits_total ",
+        "idgen_refusals_total 0\n",
+        "idgen_lease_renewals_total ",
+        "idgen_lease_renewal_failures_total 0\n",
+        "idgen_lease_valid 1\n",
+        "idgen_worker{datacenter=\"3\"} 17\n",
+    ] {
+        assert!(
+            metrics.body.contains(line),
+            "{line:?} missing from\n{}",
+            metrics.body
+        );
+    }
+}
+
+fn base32(id: u64) -> String {
+    idgen::Id::try_from(id).unwrap().to_base32().to_string()
+}
+
+#[test]
+fn every_bad_input_gets_a_4xx_with_a_reason_and_the_service_lives_on() {
+    let dir = temp_dir("bad");
+    let service = Service::start(&dir, &["--max-batch", "1000"]);
+    let cases: Vec<(&str, common::Reply, u16, &str)> = vec![
+        (
+            "GET without count",
+            service.get("/v1/ids"),
+            400,
+            "count is missing",
+        ),
+        (
+            "GET count=0",
+            service.get("/v1/ids?count=0"),
+            400,
+            "at least 1",
+        ),
+        (
+            "GET count=-3",
+            service.get("/v1/ids?count=-3"),
+            400,
+            "at least 1; got -3",
+        ),
+        (
+            "GET count=abc",
+            service.get("/v1/ids?count=abc"),
+            400,
+            "whole number",
+        ),
+        (
+            "GET count=1.5",
+            service.get("/v1/ids?count=1.5"),
+            400,
+            "whole number",
+        ),
+        (
+            "GET count=",
+            service.get("/v1/ids?count="),
+            400,
+            "whole number",
+        ),
+        (
+            "GET count twice",
+            service.get("/v1/ids?count=1&n=2"),
+            400,
+            "once",
+        ),
+        (
+            "GET above max",
+            service.get("/v1/ids?count=1001"),
+            400,
+            "above the maximum of 1000",
+        ),
+        (
+            "GET huge",
+            service.get("/v1/ids?count=99999999999999999999999"),
+            400,
+            "above the maximum",
+        ),
+        (
+            "POST no count",
+            service.post_json("/v1/ids", "{}"),
+            400,
+            "count is missing",
+        ),
+        (
+            "POST zero",
+            service.post_json("/v1/ids", r#"{"count": 0}"#),
+            400,
+            "at least 1",
+        ),
+        (
+            "POST negative",
+            service.post_json("/v1/ids", r#"{"count": -5}"#),
+            400,
+            "at least 1; got -5",
+        ),
+        (
+            "POST string",
+            service.post_json("/v1/ids", r#"{"count": "5"}"#),
+            400,
+            "must be a number",
+        ),
+        (
+            "POST null",
+            service.post_json("/v1/ids", r#"{"count": null}"#),
+            400,
+            "must be a number",
+        ),
+        (
+            "POST fraction",
+            service.post_json("/v1/ids", r#"{"count": 2.5}"#),
+            400,
+            "whole number",
+        ),
+        (
+            "POST above max",
+            service.post_json("/v1/ids", r#"{"count": 1001}"#),
+            400,
+            "above the maximum",
+        ),
+        (
+            "POST 1e30",
+            service.post_json("/v1/ids", r#"{"count": 1e30}"#),
+            400,
+            "above the maximum",
+        ),
+        (
+            "POST array",
+            service.post_json("/v1/ids", "[1]"),
+            400,
+            "JSON object",
+        ),
+        (
+            "POST malformed",
+            service.post_json("/v1/ids", r#"{"count": 5"#),
+            400,
+            "malformed JSON",
+        ),
+        (
+            "POST empty",
+            service.post_json("/v1/ids", ""),
+            400,
+            "malformed JSON",
+        ),
+        (
+            "POST not UTF-8",
+            service.request(
+                "POST",
+                "/v1/ids",
+                &[("Content-Type", "application/json")],
+                b"\xff\xfe",
+            ),
+            400,
+            "malformed JSON",
+        ),
+        (
+            "POST text/plain",
+            service.request(
+                "POST",
+                "/v1/ids",
+                &[("Content-Type", "text/plain")],
+                br#"{"count": 1}"#,
+            ),
+            415,
+            "application/json",
+        ),
+        (
+            "POST no type",
+            service.request("POST", "/v1/ids", &[], br#"{"count": 1}"#),
+            415,
+            "application/json",
+        ),
+        (
+            "POST 1 MB",
+            service.post_json(
+                "/v1/ids",
+                &format!(r#"{{"count": 1, "pad": "{}"}}"#, "x".repeat(1 << 20)),
+            ),
+            413,
+            "larger than",
+        ),
+        (
+            "decode leading zero",
+            service.get("/v1/ids/0123/decode"),
+            400,
+            "invalid ID",
+        ),
+        (
+            "decode 2^63",
+            service.get("/v1/ids/9223372036854775808/decode"),
+            400,
+            "invalid ID",
+        ),
+        (
+            "decode negative",
+            service.get("/v1/ids/-1/decode"),
+            400,
+            "invalid ID",
+        ),
+        (
+            "decode garbage",
+            service.get("/v1/ids/hello/decode"),
+            400,
+            "invalid ID",
+        ),
+        (
+            "decode bad base32",
+            service.get("/v1/ids/UUUUUUUUUUUUU/decode"),
+            400,
+            "invalid ID",
+        ),
+        (
+            "decode percent junk",
+            service.get("/v1/ids/%FF%FE/decode"),
+            400,
+            "",
+        ),
+        (
+            "unknown path",
+            service.get("/v2/ids"),
+            404,
+            "no such endpoint",
+        ),
+        (
+            "wrong method",
+            service.request("DELETE", "/v1/ids", &[], b""),
+            405,
+            "not allowed",
+        ),
+    ];
+    for (name, reply, status, message) in cases {
+        assert_eq!(reply.status, status, "{name}: {}", reply.body);
+        assert!(
+            reply.error().contains(message),
+            "{name}: {:?}",
+            reply.error()
+        );
+    }
+    // Still serving, and it counted the refusals by status.
+    assert_eq!(service.get("/v1/ids?count=3").ids().len(), 3);
+    let metrics = service.get("/metrics").body;
+    assert!(
+        metrics.contains("idgen_http_requests_total{status=\"400\"} 27\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("idgen_http_requests_total{status=\"415\"} 2\n"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn many_concurrent_clients_never_see_a_duplicate() {
+    let dir = temp_dir("concurrent");
+    let service = Service::start(&dir, &[]);
+    let clients = 16;
+    let per_client: Vec<Vec<u64>> = thread::scope(|s| {
+        let handles: Vec<_> = (0..clients)
+            .map(|i| {
+                let service = &service;
+                s.spawn(move || {
+                    let mut ids = Vec::new();
+                    for round in 0..100 {
+                        let reply = if (i + round) % 2 == 0 {
+                            service.get("/v1/ids?count=250")
+                        } else {
+                            service.post_json("/v1/ids", r#"{"count": 250}"#)
+                        };
+                        ids.extend(reply.ids());
+                    }
+                    ids
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all = HashSet::new();
+    for ids in &per_client {
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "a client saw IDs go down"
+        );
+        for id in ids {
+            assert!(all.insert(*id), "duplicate {id}");
+        }
+    }
+    assert_eq!(all.len(), 16 * 100 * 250);
+}
+
+#[test]
+fn two_services_on_one_lease_dir_get_different_workers_and_never_overlap() {
+    let dir = temp_dir("two");
+    let first = Service::start(&dir, &["--workers", "0-1"]);
+    let second = Service::start(&dir, &["--workers", "0-1"]);
+    assert_eq!((first.worker, second.worker), (0, 1));
+    // A third finds the range full and says so.
+    let (status, _, stderr) = idgen(&[
+        "next",
+        "--lease-dir",
+        dir.to_str().unwrap(),
+        "--workers",
+        "0-1",
+    ]);
+    assert_eq!(status.code(), Some(1));
+    assert!(stderr.contains("no free worker number"), "{stderr}");
+    let mut all = HashSet::new();
+    for service in [&first, &second] {
+        for _ in 0..20 {
+            for id in service.get("/v1/ids?count=1000").ids() {
+                assert!(all.insert(id), "duplicate {id}");
+            }
+        }
+    }
+    assert_eq!(all.len(), 40_000);
+}
+
+#[test]
+fn sigterm_finishes_and_releases_the_worker_number() {
+    let dir = temp_dir("shutdown");
+    let service = Service::start(&dir, &["--workers", "5-5"]);
+    assert_eq!(service.get("/v1/ids?count=10").ids().len(), 10);
+    let status = service.terminate();
+    assert!(status.success(), "{status}");
+    // Released, not left to expire: the next process takes worker 5 at once.
+    let (status, stdout, stderr) = idgen(&[
+        "next",
+        "--lease-dir",
+        dir.to_str().unwrap(),
+        "--workers",
+        "5-5",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let id: u64 = stdout.trim().parse().unwrap();
+    assert_eq!((id >> 12) & 0x1f, 5);
+}
+
+#[test]
+fn a_javascript_client_gets_ids_that_survive_json_parse_exactly() {
+    let dir = temp_dir("node");
+    let service = Service::start(&dir, &[]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/node/contract.test.mjs");
+    let output = Command::new("node")
+        .args(["--test", script])
+        .env("IDGEN_URL", format!("http://{}", service.address))
+        .output()
+        .expect("node (Node.js 18 or later) is needed for the JSON contract test");
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(report.contains("# pass 3"), "{report}");
+    assert!(report.contains("# fail 0"), "{report}");
+}
