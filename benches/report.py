@@ -169,6 +169,11 @@ def main():
     lines += ["## Targets", "", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {name} | {value} | {verdict(ok)} |" for name, value, ok in targets]
     lines.append("")
+    # The HTTP service section is written by benches/service.sh from its own run; keep it.
+    old = PAGE.read_text() if PAGE.exists() else ""
+    start, end = old.find("<!-- service -->"), old.find("<!-- /service -->")
+    if start != -1 and end != -1:
+        lines += ["", old[start:end + len("<!-- /service -->")], ""]
     PAGE.write_text("\n".join(lines))
     print("\n".join(lines))
 
