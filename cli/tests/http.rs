@@ -428,3 +428,44 @@ fn a_javascript_client_gets_ids_that_survive_json_parse_exactly() {
     assert!(report.contains("# pass 3"), "{report}");
     assert!(report.contains("# fail 0"), "{report}");
 }
+
+#[test]
+fn a_lost_lease_gives_503_with_the_reason_until_a_number_is_held_again() {
+    let dir = temp_dir("lost");
+    let leases = dir.join("leases");
+    let service = Service::start(&leases, &[]);
+    assert_eq!(service.get("/v1/ids?count=1").status, 200);
+    // The lease directory disappears (an operator's rm -rf): the next renewal finds the
+    // record gone, the number counts as lost, and no new one can be taken.
+    std::fs::remove_dir_all(&leases).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let refused = loop {
+        let reply = service.get("/v1/ids?count=1");
+        if reply.status == 503 {
+            break reply;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never refused: {reply:?}"
+        );
+        thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(refused.error().contains("not valid"), "{}", refused.error());
+    let health = service.get("/healthz");
+    assert_eq!(health.status, 503);
+    assert_eq!(health.json()["lease"], "Lost");
+    assert!(
+        service
+            .get("/metrics")
+            .body
+            .contains("idgen_lease_valid 0\n")
+    );
+    // The directory comes back: the keeper takes a number again and IDs flow.
+    std::fs::create_dir_all(&leases).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while service.get("/healthz").status != 200 {
+        assert!(std::time::Instant::now() < deadline, "never recovered");
+        thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(service.get("/v1/ids?count=5").ids().len(), 5);
+}
