@@ -194,6 +194,32 @@ pub fn child_main(store: impl LeaseStore + 'static) {
     writeln!(stdout, "DONE {written}").unwrap();
 }
 
+/// Ends an end-to-end run: tells the children to stop, waits for them, and checks the
+/// union of every ID written (by the killed ones too) for duplicates. Returns the count.
+pub fn finish_end_to_end(
+    label: &str,
+    running: Vec<RunningChild>,
+    files: &[PathBuf],
+    stop: &Path,
+) -> usize {
+    fs::write(stop, b"").unwrap();
+    let reported: u64 = running.into_iter().map(RunningChild::finish).sum();
+    let ids = read_ids(files);
+    println!(
+        "end-to-end ({label}): {} IDs from {} processes",
+        ids.len(),
+        files.len()
+    );
+    assert!(ids.len() as u64 >= reported);
+    assert!(
+        ids.len() > 50_000,
+        "too few IDs to mean anything: {}",
+        ids.len()
+    );
+    assert_no_duplicates(&ids);
+    ids.len()
+}
+
 /// Every whole ID in the files (a trailing partial record from a killed writer is dropped).
 pub fn read_ids(paths: &[PathBuf]) -> Vec<u64> {
     let mut ids = Vec::new();
