@@ -238,3 +238,58 @@ fn a_lagging_cheap_reading_never_causes_a_wait_a_refusal_or_a_duplicate() {
         assert_eq!(millis, [0, 0, 1, 1]);
     });
 }
+
+/// A lease keeper moves the generator to another worker number while a thread issues: the
+/// old number is stopped (ceiling 0), the clock passes the new number's mark, the state is
+/// raised past the mark and the new node published. The issuer's cheap clock reading lags
+/// at T0, as `RecentClock`'s may, so only the raised state keeps it from dating an ID of
+/// the new node at or before the mark. Every ID must be the old node's below its ceiling,
+/// or the new node's above the new number's mark. (Publishing the node before raising the
+/// state fails this model.)
+#[test]
+fn moving_to_another_worker_number_never_crosses_either_mark() {
+    const OLD_CEILING: u64 = T0 + 1;
+    const NEW_MARK: u64 = T0 + 5;
+    loom::model(|| {
+        let clock = LaggingClock {
+            recent: ManualClock::new(T0),
+            precise: ManualClock::new(T0),
+        };
+        let generator = Arc::new(
+            Generator::builder()
+                .layout(Layout::new(51, 5, 5, 2).unwrap())
+                .clock(clock.clone())
+                .build()
+                .unwrap(),
+        );
+        generator.loom_set_tenure(0, 0, OLD_CEILING);
+        let issuer = {
+            let generator = generator.clone();
+            thread::spawn(move || {
+                let mut ids = Vec::new();
+                for _ in 0..2 {
+                    match generator.next_id() {
+                        Ok(id) => ids.push(id),
+                        Err(Error::LeaseExpired { .. }) => {}
+                        Err(error) => panic!("{error}"),
+                    }
+                }
+                ids
+            })
+        };
+        generator.loom_set_tenure(0, 0, 0);
+        // The keeper waits for the (precise) clock to pass the new number's mark.
+        clock.precise.set(NEW_MARK + 1);
+        generator.loom_move_to(1, NEW_MARK, T0 + 100).unwrap();
+        let ids = issuer.join().unwrap();
+        assert_unique_and_increasing(std::slice::from_ref(&ids));
+        for id in ids {
+            let parts = generator.decode(id);
+            match parts.worker {
+                0 => assert!(parts.unix_ms < OLD_CEILING, "{parts:?}"),
+                1 => assert!(parts.unix_ms > NEW_MARK, "{parts:?}"),
+                other => panic!("worker {other}"),
+            }
+        }
+    });
+}

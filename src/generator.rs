@@ -568,11 +568,10 @@ impl<C: Clock> Generator<C> {
         )
     }
 
-    #[cfg(not(idgen_loom))]
     /// Lets the generator issue IDs as `(datacenter, worker)` in milliseconds before
     /// `ceiling_unix_ms` only. Called by a lease keeper after every renewal (same node, a
     /// later ceiling), when the lease runs out or is lost (ceiling 0), and after taking a
-    /// new worker number (new node; [`Generator::advance_past_unix_ms`] first).
+    /// new worker number (through [`Generator::move_to`]).
     pub(crate) fn set_tenure(&self, datacenter: u64, worker: u64, ceiling_unix_ms: u64) {
         let ceiling_ms = ceiling_unix_ms
             .saturating_sub(self.epoch_unix_ms)
@@ -590,13 +589,46 @@ impl<C: Clock> Generator<C> {
         self.epoch_unix_ms + self.tenure().ceiling_ms(self.time_shift)
     }
 
-    #[cfg(not(idgen_loom))]
     /// Moves the state past every slot up to and including millisecond `unix_ms`, so that
     /// every later ID is dated after it. Never moves the state back.
-    pub(crate) fn advance_past_unix_ms(&self, unix_ms: u64) -> Result<(), Error> {
+    fn advance_past_unix_ms(&self, unix_ms: u64) -> Result<(), Error> {
         let floor = first_slot_after(&self.layout, 0, Mark::UnixMs(unix_ms))?;
         self.state.fetch_max(floor, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// Moves the generator to another worker number whose previous holder's IDs are all
+    /// dated at or before `past_unix_ms`: first the state past that mark, then (Release)
+    /// the new node with its ceiling. See `reserve` for why this order is enough.
+    pub(crate) fn move_to(
+        &self,
+        datacenter: u64,
+        worker: u64,
+        past_unix_ms: u64,
+        ceiling_unix_ms: u64,
+    ) -> Result<(), Error> {
+        self.advance_past_unix_ms(past_unix_ms)?;
+        self.set_tenure(datacenter, worker, ceiling_unix_ms);
+        Ok(())
+    }
+
+    /// For the loom models only: what a lease keeper does to the tenure.
+    #[cfg(idgen_loom)]
+    #[doc(hidden)]
+    pub fn loom_set_tenure(&self, datacenter: u64, worker: u64, ceiling_unix_ms: u64) {
+        self.set_tenure(datacenter, worker, ceiling_unix_ms);
+    }
+
+    /// For the loom models only: a lease keeper moving to a new worker number.
+    #[cfg(idgen_loom)]
+    #[doc(hidden)]
+    pub fn loom_move_to(
+        &self,
+        worker: u64,
+        past_unix_ms: u64,
+        ceiling_unix_ms: u64,
+    ) -> Result<(), Error> {
+        self.move_to(self.datacenter(), worker, past_unix_ms, ceiling_unix_ms)
     }
 
     /// The largest ID this generator has used or stands behind: issued, reserved by a batch,

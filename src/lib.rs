@@ -46,9 +46,13 @@
 //! - **Lock-free, not wait-free.** Some thread always makes progress; one thread can lose
 //!   the compare-and-swap race repeatedly under heavy contention (it backs off).
 //! - **Stopping over duplicating.** Every failure is an [`Error`]. A failed `next_id`
-//!   issues nothing and changes no state; a failed batch discards what it had reserved
+//!   issues nothing and changes no state (on a leased generator, a call refused for an
+//!   expired lease may leave one ID unused); a failed batch discards what it had reserved
 //!   (those IDs are never issued: a gap, not a duplicate). No panics, no wrap-around, no
 //!   negative IDs.
+//! - **One live holder per worker number**, with [`lease::LeasedGenerator`]: it issues only
+//!   while its lease is proven, stops before the lease could pass to another process, and
+//!   starts after the mark its number's previous holder left.
 //!
 //! # Clock behaviour
 //!

@@ -536,14 +536,19 @@ impl<C: Clock> Keeper<C> {
     /// Publishes a proven lease: IDs up to the earlier of the mark and the validity's end
     /// (measured from when the request was sent) minus the margin.
     fn grant(&self, datacenter: u64, worker: u64, sent_unix_ms: u64, mark_unix_ms: u64) {
+        let ceiling = self.ceiling(sent_unix_ms, mark_unix_ms);
+        self.generator.set_tenure(datacenter, worker, ceiling);
+    }
+
+    /// The ceiling of a proven lease; notes when the lease ends at the earliest.
+    fn ceiling(&self, sent_unix_ms: u64, mark_unix_ms: u64) -> u64 {
         let lease_end = sent_unix_ms + millis(self.timing.ttl);
-        let valid_until = lease_end - millis(self.timing.margin);
-        // The ceiling is exclusive; the mark is the last millisecond that may be used.
-        let ceiling = valid_until.min(mark_unix_ms + 1);
         self.marks
             .lease_end_unix_ms
             .store(lease_end, Ordering::Relaxed);
-        self.generator.set_tenure(datacenter, worker, ceiling);
+        let valid_until = lease_end - millis(self.timing.margin);
+        // The ceiling is exclusive; the mark is the last millisecond that may be used.
+        valid_until.min(mark_unix_ms + 1)
     }
 
     /// Waits until the clock reads after the previous holder's mark, so the first ID does
@@ -653,15 +658,16 @@ impl<C: Clock> Keeper<C> {
     /// Takes a new number after the old one was lost, and moves the generator onto it.
     fn reacquire(&self) -> bool {
         let sent_unix_ms = self.generator.clock().now_unix_ms();
+        let failed = |error: Error| {
+            self.counters
+                .renewal_failures
+                .fetch_add(1, Ordering::Relaxed);
+            log::warn!("idgen: taking a new worker number failed: {error}");
+            false
+        };
         let mut claim = match self.store.acquire(&self.range) {
             Ok(claim) => claim,
-            Err(error) => {
-                self.counters
-                    .renewal_failures
-                    .fetch_add(1, Ordering::Relaxed);
-                log::warn!("idgen: taking a new worker number failed: {error}");
-                return false;
-            }
+            Err(error) => return failed(error),
         };
         let previous = claim.previous_mark_unix_ms().unwrap_or(0);
         // Our own IDs so far must stay below every later one too.
@@ -674,25 +680,21 @@ impl<C: Clock> Keeper<C> {
             .max(own);
         let moved = claim
             .renew(mark)
-            .and_then(|()| self.generator.advance_past_unix_ms(previous))
+            .and_then(|()| self.wait_past(claim.previous_mark_unix_ms(), self.timing.startup_wait))
             .and_then(|()| {
-                let previous = claim.previous_mark_unix_ms();
-                self.wait_past(previous, self.timing.startup_wait)
+                let ceiling = self.ceiling(sent_unix_ms, mark);
+                // The state moves past the previous mark before the new node is published.
+                self.generator
+                    .move_to(claim.datacenter(), claim.worker(), previous, ceiling)
             });
         if let Err(error) = moved {
             let _ = claim.release(previous);
-            self.counters
-                .renewal_failures
-                .fetch_add(1, Ordering::Relaxed);
-            log::warn!("idgen: taking a new worker number failed: {error}");
-            return false;
+            return failed(error);
         }
         self.marks.written_unix_ms.store(mark, Ordering::Relaxed);
         self.marks
             .previous_unix_ms
             .store(previous, Ordering::Relaxed);
-        // The state was moved past the previous mark before the new node is published.
-        self.grant(claim.datacenter(), claim.worker(), sent_unix_ms, mark);
         log::info!(
             "idgen: now issuing as worker {} of datacenter {}",
             claim.worker(),
