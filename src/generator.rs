@@ -59,7 +59,9 @@ pub struct Generator<C: Clock = MonotonicClock> {
 struct Counters {
     sequence_exhausted: AtomicU64,
     clock_behind: AtomicU64,
-    refused: AtomicU64,
+    refused_clock_behind: AtomicU64,
+    refused_lease: AtomicU64,
+    refused_time_exhausted: AtomicU64,
 }
 
 /// A snapshot of a generator's slow-path counters ([`Generator::stats`]).
@@ -72,9 +74,16 @@ pub struct Stats {
     /// Calls that found the clock behind the last issued millisecond, within tolerance, and
     /// went on in that millisecond or waited.
     pub clock_behind: u64,
-    /// Calls refused with an error: clock behind beyond tolerance, time exhausted, clock
-    /// before the epoch.
+    /// Calls refused with an error, for any reason: the sum of the `refused_*` fields.
     pub refused: u64,
+    /// Calls refused because the clock was wrong: behind the last issued millisecond beyond
+    /// the tolerance ([`Error::ClockMovedBackwards`]) or before the layout's epoch
+    /// ([`Error::BeforeEpoch`]).
+    pub refused_clock_behind: u64,
+    /// Calls refused because the lease was not valid for the ID ([`Error::LeaseExpired`]).
+    pub refused_lease: u64,
+    /// Calls refused because the layout's time field has run out ([`Error::TimeExhausted`]).
+    pub refused_time_exhausted: u64,
 }
 
 impl std::ops::Add for Stats {
@@ -86,6 +95,9 @@ impl std::ops::Add for Stats {
             sequence_exhausted: self.sequence_exhausted + other.sequence_exhausted,
             clock_behind: self.clock_behind + other.clock_behind,
             refused: self.refused + other.refused,
+            refused_clock_behind: self.refused_clock_behind + other.refused_clock_behind,
+            refused_lease: self.refused_lease + other.refused_lease,
+            refused_time_exhausted: self.refused_time_exhausted + other.refused_time_exhausted,
         }
     }
 }
@@ -286,7 +298,9 @@ impl<C: Clock> Builder<C> {
             counters: CachePadded::new(Counters {
                 sequence_exhausted: AtomicU64::new(0),
                 clock_behind: AtomicU64::new(0),
-                refused: AtomicU64::new(0),
+                refused_clock_behind: AtomicU64::new(0),
+                refused_lease: AtomicU64::new(0),
+                refused_time_exhausted: AtomicU64::new(0),
             }),
         })
     }
@@ -538,9 +552,17 @@ impl<C: Clock> Generator<C> {
         self.refuse(Error::LeaseExpired { datacenter, worker })
     }
 
+    /// Counts a refusal under its reason and returns it.
     #[cold]
     fn refuse(&self, error: Error) -> Error {
-        self.counters.refused.fetch_add(1, Ordering::Relaxed);
+        let counters = &self.counters;
+        let counter = match error {
+            Error::LeaseExpired { .. } => &counters.refused_lease,
+            Error::TimeExhausted { .. } => &counters.refused_time_exhausted,
+            // The only others: `ClockMovedBackwards` and `BeforeEpoch`.
+            _ => &counters.refused_clock_behind,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
         error
     }
 
@@ -672,10 +694,16 @@ impl<C: Clock> Generator<C> {
     /// The slow-path counters so far.
     pub fn stats(&self) -> Stats {
         let counters = &*self.counters;
+        let refused_clock_behind = counters.refused_clock_behind.load(Ordering::Relaxed);
+        let refused_lease = counters.refused_lease.load(Ordering::Relaxed);
+        let refused_time_exhausted = counters.refused_time_exhausted.load(Ordering::Relaxed);
         Stats {
             sequence_exhausted: counters.sequence_exhausted.load(Ordering::Relaxed),
             clock_behind: counters.clock_behind.load(Ordering::Relaxed),
-            refused: counters.refused.load(Ordering::Relaxed),
+            refused: refused_clock_behind + refused_lease + refused_time_exhausted,
+            refused_clock_behind,
+            refused_lease,
+            refused_time_exhausted,
         }
     }
 }

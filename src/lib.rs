@@ -80,7 +80,8 @@
 //! # Features
 //!
 //! - `etcd`: [`lease::EtcdStore`], worker-number leases from an etcd cluster (pulls in
-//!   `etcd-client` and Tokio; building needs `protoc`).
+//!   `etcd-client` and Tokio; building needs `protoc` and the protobuf well-known `.proto`
+//!   files: Debian's `protobuf-compiler` and `libprotobuf-dev`).
 //! - `serde`: [`Id`] serializes as a JSON string of its decimal form (JavaScript numbers
 //!   lose precision above 2^53) and deserializes only from such a string.
 //!

@@ -137,7 +137,8 @@ fn a_big_step_back_refuses_and_changes_nothing() {
         );
     }
     assert_eq!(generator.high_water_mark(), Some(last));
-    assert_eq!(generator.stats().refused, 3);
+    let stats = generator.stats();
+    assert_eq!((stats.refused, stats.refused_clock_behind), (3, 3));
     // Once the clock is back, the next ID follows the last one directly.
     clock.set(T0);
     let next = generator.next_id().unwrap();
@@ -221,6 +222,45 @@ fn ids_fit_in_63_bits_up_to_the_last_instant() {
     assert_eq!(generator.try_next_id(), exhausted);
     clock.advance(1);
     assert_eq!(generator.next_id(), exhausted);
+}
+
+#[test]
+fn refusals_are_counted_by_reason() {
+    let layout = Layout::default();
+    let last = layout.last_unix_ms();
+    let clock = ManualClock::new(last - 10);
+    let generator = Generator::builder()
+        .clock(clock.clone())
+        .clock_back_tolerance_ms(0)
+        .build()
+        .unwrap();
+    generator.next_id().unwrap();
+    clock.set(last - 15);
+    assert!(matches!(
+        generator.next_id(),
+        Err(Error::ClockMovedBackwards { behind_ms: 5 })
+    ));
+    clock.set(EPOCH - 1);
+    assert!(matches!(
+        generator.next_id(),
+        Err(Error::BeforeEpoch { .. })
+    ));
+    clock.set(last);
+    generator.next_ids(4096).unwrap();
+    for _ in 0..2 {
+        assert!(matches!(
+            generator.next_id(),
+            Err(Error::TimeExhausted { .. })
+        ));
+    }
+    let stats = generator.stats();
+    assert_eq!(stats.refused_time_exhausted, 2);
+    assert_eq!(
+        stats.refused_clock_behind, 2,
+        "clock behind, and before the epoch"
+    );
+    assert_eq!(stats.refused_lease, 0);
+    assert_eq!(stats.refused, 4);
 }
 
 #[test]

@@ -420,6 +420,8 @@ fn without_renewals_the_generator_stops_exactly_at_the_margin_before_the_lease_e
     ));
     assert_eq!(generator.lease_stats().state, LeaseState::Expired);
     assert_eq!(generator.lease_stats().valid_for_ms, 0);
+    let refusals = generator.stats();
+    assert_eq!((refusals.refused_lease, refusals.refused), (2, 2));
 
     // The store comes back: the next renewal makes the same number usable again.
     *fault.lock().unwrap() = Fault::None;

@@ -15,7 +15,7 @@ pub struct LeaseArgs {
     #[arg(long, value_name = "DIR", conflicts_with = "etcd")]
     lease_dir: Option<PathBuf>,
     /// Lease worker numbers from etcd instead: client URLs, comma-separated (needs a build
-    /// with the `etcd` feature).
+    /// with `--features etcd`, which needs Debian's protobuf-compiler and libprotobuf-dev).
     #[arg(long, value_name = "URL,...")]
     etcd: Option<String>,
     /// The etcd key prefix.
@@ -73,6 +73,8 @@ fn etcd_store(endpoints: &str, namespace: &str) -> Result<Box<dyn LeaseStore>, F
 #[cfg(not(feature = "etcd"))]
 fn etcd_store(_endpoints: &str, _namespace: &str) -> Result<Box<dyn LeaseStore>, Failure> {
     Err(Failure::input(
-        "this idgen was built without etcd support; build it with --features etcd",
+        "this idgen was built without etcd support; build it with --features etcd \
+         (which needs protoc and the well-known .proto files: Debian's protobuf-compiler \
+         and libprotobuf-dev)",
     ))
 }

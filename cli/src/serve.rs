@@ -383,8 +383,19 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
     metric(
         "idgen_refusals_total",
         "counter",
-        "Calls refused: clock behind beyond tolerance, lease not valid, time exhausted.",
-        &one(generator.refused),
+        "Calls refused, by reason: clock_behind (behind beyond tolerance, or before the \
+         epoch), lease (not valid), exhausted (the layout's time field ran out).",
+        &[
+            (
+                r#"{reason="clock_behind"}"#.into(),
+                generator.refused_clock_behind,
+            ),
+            (r#"{reason="lease"}"#.into(), generator.refused_lease),
+            (
+                r#"{reason="exhausted"}"#.into(),
+                generator.refused_time_exhausted,
+            ),
+        ],
     );
     metric(
         "idgen_lease_renewals_total",

@@ -74,7 +74,9 @@ fn decode_layout_healthz_and_metrics_answer() {
         "idgen_ids_issued_total 1\n",
         "idgen_http_requests_total{status=\"200\"} 5\n",
         "idgen_overflow_waits_total ",
-        "idgen_refusals_total 0\n",
+        "idgen_refusals_total{reason=\"clock_behind\"} 0\n",
+        "idgen_refusals_total{reason=\"lease\"} 0\n",
+        "idgen_refusals_total{reason=\"exhausted\"} 0\n",
         "idgen_lease_renewals_total ",
         "idgen_lease_renewal_failures_total 0\n",
         "idgen_lease_valid 1\n",
@@ -410,6 +412,64 @@ fn sigterm_finishes_and_releases_the_worker_number() {
 }
 
 #[test]
+fn requests_in_flight_at_sigterm_complete_then_the_number_is_freed() {
+    let dir = temp_dir("in-flight");
+    // 16 IDs per millisecond: a batch of 8,000 needs at least 500 ms of the clock, and four
+    // of them sharing the generator about two seconds.
+    let layout = ["--time-bits", "49", "--sequence-bits", "4"];
+    let mut args = vec!["--workers", "5-5"];
+    args.extend(layout);
+    let service = Service::start(&dir, &args);
+    let (batches, sigterm_unix_ms) = thread::scope(|s| {
+        let requests: Vec<_> = (0..4)
+            .map(|_| s.spawn(|| service.get("/v1/ids?count=8000")))
+            .collect();
+        thread::sleep(std::time::Duration::from_millis(300));
+        let sigterm_unix_ms = unix_ms_now();
+        common::signal(service.child.id(), "TERM");
+        let batches: Vec<Vec<u64>> = requests
+            .into_iter()
+            .map(|request| request.join().unwrap().ids())
+            .collect();
+        (batches, sigterm_unix_ms)
+    });
+    let epoch_unix_ms = 1_704_067_200_000;
+    let unix_ms = |id: u64| (id >> 14) + epoch_unix_ms;
+    for ids in &batches {
+        assert_eq!(ids.len(), 8000);
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        // Begun before the signal and finished after it: in flight when it arrived.
+        let (first, last) = (unix_ms(ids[0]), unix_ms(ids[7999]));
+        assert!(
+            first < sigterm_unix_ms && sigterm_unix_ms < last,
+            "batch from {first} to {last}, SIGTERM at {sigterm_unix_ms}"
+        );
+    }
+    let status = service.wait_for_exit();
+    assert!(status.success(), "{status}");
+    // Released with its mark: the next holder of worker 5 takes it at once and issues
+    // above every ID of the finished batches.
+    let mut next = vec![
+        "next",
+        "--lease-dir",
+        dir.to_str().unwrap(),
+        "--workers",
+        "5-5",
+    ];
+    next.extend(layout);
+    let (status, stdout, stderr) = idgen(&next);
+    assert!(status.success(), "{stderr}");
+    let successor: u64 = stdout.trim().parse().unwrap();
+    let highest = batches.iter().flatten().max().unwrap();
+    assert!(successor > *highest, "{successor} after {highest}");
+}
+
+fn unix_ms_now() -> u64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.unwrap().as_millis() as u64
+}
+
+#[test]
 fn a_javascript_client_gets_ids_that_survive_json_parse_exactly() {
     let dir = temp_dir("node");
     let service = Service::start(&dir, &[]);
@@ -454,12 +514,15 @@ fn a_lost_lease_gives_503_with_the_reason_until_a_number_is_held_again() {
     let health = service.get("/healthz");
     assert_eq!(health.status, 503);
     assert_eq!(health.json()["lease"], "Lost");
+    let metrics = service.get("/metrics").body;
+    assert!(metrics.contains("idgen_lease_valid 0\n"), "{metrics}");
+    // Counted as lease trouble, not clock trouble.
     assert!(
-        service
-            .get("/metrics")
-            .body
-            .contains("idgen_lease_valid 0\n")
+        metric_value(&metrics, "idgen_refusals_total{reason=\"lease\"}") >= 1,
+        "{metrics}"
     );
+    assert!(metrics.contains("idgen_refusals_total{reason=\"clock_behind\"} 0\n"));
+    assert!(metrics.contains("idgen_refusals_total{reason=\"exhausted\"} 0\n"));
     // The directory comes back: the keeper takes a number again and IDs flow.
     std::fs::create_dir_all(&leases).unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -468,4 +531,14 @@ fn a_lost_lease_gives_503_with_the_reason_until_a_number_is_held_again() {
         thread::sleep(std::time::Duration::from_millis(20));
     }
     assert_eq!(service.get("/v1/ids?count=5").ids().len(), 5);
+}
+
+/// The value of one sample line of Prometheus text, by its name and labels.
+fn metric_value(metrics: &str, series: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("{series} missing from\n{metrics}"))
+        .parse()
+        .unwrap()
 }

@@ -106,14 +106,19 @@ impl Service {
     }
 
     /// Sends SIGTERM and waits for the exit.
-    pub fn terminate(mut self) -> ExitStatus {
+    pub fn terminate(self) -> ExitStatus {
         signal(self.child.id(), "TERM");
+        self.wait_for_exit()
+    }
+
+    /// Waits (at most 10 s) for the process to exit on its own.
+    pub fn wait_for_exit(mut self) -> ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status;
             }
-            assert!(Instant::now() < deadline, "did not stop after SIGTERM");
+            assert!(Instant::now() < deadline, "did not exit within 10 s");
             std::thread::sleep(Duration::from_millis(10));
         }
     }
