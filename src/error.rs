@@ -179,6 +179,20 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A lease store that exists but was never initialised, or whose own bookkeeping was
+    /// deleted or replaced (a lease directory without its `store.idgen`, an etcd namespace
+    /// without its `store` key, as after `etcdctl del --prefix`): what it knew of earlier
+    /// holders may be gone, so it is not used until an operator initialises it again.
+    /// Permanent: run the command in `fix`.
+    #[error("the lease store {store} is not initialised ({why}); {fix}")]
+    LeaseStoreUninitialised {
+        /// The directory or etcd namespace.
+        store: String,
+        /// What was found.
+        why: String,
+        /// What to run.
+        fix: String,
+    },
     /// The clock is further behind the previous holder's mark than a leased generator may
     /// wait at start: this host's clock and the previous holder's disagree.
     #[error(

@@ -611,17 +611,15 @@ impl<C: Clock> Generator<C> {
         self.epoch_unix_ms + self.tenure().ceiling_ms(self.time_shift)
     }
 
-    /// Moves the state past every slot up to and including millisecond `unix_ms`, so that
-    /// every later ID is dated after it. Never moves the state back.
-    fn advance_past_unix_ms(&self, unix_ms: u64) -> Result<(), Error> {
-        let floor = first_slot_after(&self.layout, 0, Mark::UnixMs(unix_ms))?;
-        self.state.fetch_max(floor, Ordering::AcqRel);
-        Ok(())
-    }
-
     /// Moves the generator to another worker number whose previous holder's IDs are all
-    /// dated at or before `past_unix_ms`: first the state past that mark, then (Release)
-    /// the new node with its ceiling. See `reserve` for why this order is enough.
+    /// dated at or before `past_unix_ms`: first the state past that mark and into a
+    /// millisecond of its own, then (Release) the new node with its ceiling. See `reserve`
+    /// for why this order is enough.
+    ///
+    /// The fresh millisecond matters when the new node is a lower number: inside one
+    /// millisecond a lower node's IDs sort below a higher node's, so going on in the
+    /// millisecond of the last ID (which can lie ahead of both the clock and the mark when
+    /// borrowing ahead) would issue a smaller ID than the one before.
     pub(crate) fn move_to(
         &self,
         datacenter: u64,
@@ -629,7 +627,29 @@ impl<C: Clock> Generator<C> {
         past_unix_ms: u64,
         ceiling_unix_ms: u64,
     ) -> Result<(), Error> {
-        self.advance_past_unix_ms(past_unix_ms)?;
+        let floor = first_slot_after(&self.layout, 0, Mark::UnixMs(past_unix_ms))?;
+        let bits = self.rules.sequence_bits;
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            // The first slot of the millisecond after the last one used (a state whose
+            // sequence is 0 has used nothing of its millisecond yet).
+            let fresh = if state & self.sequence_mask == 0 {
+                state
+            } else {
+                ((state >> bits) + 1) << bits
+            };
+            let next = fresh.max(floor);
+            if next == state {
+                break;
+            }
+            match self
+                .state
+                .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(actual) => state = actual,
+            }
+        }
         self.set_tenure(datacenter, worker, ceiling_unix_ms);
         Ok(())
     }

@@ -35,11 +35,14 @@ fn namespace(test: &str) -> String {
     format!("/idgen-test/{test}-{}-{nanos}", std::process::id())
 }
 
+/// A store with a 2 s TTL on an initialised namespace (`init` is idempotent).
 fn store(endpoints: &str, namespace: &str) -> EtcdStore {
-    EtcdStore::connect(&endpoints.split(',').collect::<Vec<_>>(), namespace)
+    let store = EtcdStore::connect(&endpoints.split(',').collect::<Vec<_>>(), namespace)
         .unwrap()
         .with_ttl(Duration::from_secs(2))
-        .unwrap()
+        .unwrap();
+    store.init(0..=0, 0..=31).unwrap();
+    store
 }
 
 fn range(text: &str) -> WorkerRange {

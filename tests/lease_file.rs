@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use idgen::lease::{Claim, FileStore, LeaseState, LeaseStore, LeasedGenerator, WorkerRange};
 use idgen::{Error, Generator, Layout, ManualClock};
-use leases::{ChildSpec, finish_end_to_end, max_id, temp_dir};
+use leases::{ChildSpec, finish_end_to_end, max_id, new_store_dir, temp_dir};
 
 const CHILD: &str = "child_process";
 
@@ -34,7 +34,7 @@ fn range(text: &str) -> WorkerRange {
 
 #[test]
 fn threads_acquiring_from_one_range_get_distinct_numbers_then_the_range_is_full() {
-    let dir = temp_dir("distinct");
+    let dir = new_store_dir("distinct");
     let threads = 8;
     let barrier = Barrier::new(threads);
     let workers: Vec<(u64, Box<dyn Claim>)> = thread::scope(|s| {
@@ -78,7 +78,7 @@ fn threads_acquiring_from_one_range_get_distinct_numbers_then_the_range_is_full(
 
 #[test]
 fn a_released_number_is_free_at_once_and_its_successor_starts_above_it() {
-    let dir = temp_dir("release");
+    let dir = new_store_dir("release");
     let first = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-3"))
         .acquire()
         .unwrap();
@@ -110,7 +110,7 @@ fn first_decode(id: idgen::Id) -> u64 {
 
 #[test]
 fn a_killed_holder_frees_its_number_at_once_and_the_next_holder_issues_above_it() {
-    let dir = temp_dir("killed");
+    let dir = new_store_dir("killed");
     let spec = |name: &str| ChildSpec {
         test_name: CHILD,
         store: dir.display().to_string(),
@@ -143,6 +143,49 @@ fn a_killed_holder_frees_its_number_at_once_and_the_next_holder_issues_above_it(
     let id = next.next_id().unwrap();
     assert!(id.as_u64() > their_max);
     assert!(first_decode(id) > mark);
+}
+
+#[test]
+fn a_number_taken_over_from_a_killed_holder_is_valid_at_once_twenty_times_in_a_row() {
+    // Each holder is SIGKILLed while issuing; the next takes its number at once, waits for
+    // the killed holder's mark (up to a TTL, 1 s here), and must then issue without a single
+    // LeaseExpired: the child panics on any error, and `kill` fails on a child that exited.
+    let dir = temp_dir("takeover");
+    let store = dir.join("leases");
+    let spec = |round: usize| ChildSpec {
+        test_name: CHILD,
+        store: store.display().to_string(),
+        range: "0-0",
+        out: dir.join(format!("ids-{round}")),
+        stop_file: dir.join("stop"),
+        faketime: None,
+        startup_wait: Duration::from_secs(3),
+    };
+    let mut holder = spec(0).spawn();
+    let mut files = vec![holder.out.clone()];
+    for round in 1..=20 {
+        thread::sleep(Duration::from_millis(50));
+        holder.kill();
+        holder = spec(round).spawn();
+        assert_eq!(holder.worker, 0);
+        assert!(holder.previous_mark.is_some());
+        files.push(holder.out.clone());
+    }
+    thread::sleep(Duration::from_millis(300));
+    let ids = finish_takeovers(holder, &files, &dir.join("stop"));
+    println!("20 takeovers: {ids} IDs, none repeated, no LeaseExpired");
+}
+
+fn finish_takeovers(
+    last: leases::RunningChild,
+    files: &[std::path::PathBuf],
+    stop: &std::path::Path,
+) -> usize {
+    fs::write(stop, b"").unwrap();
+    last.finish();
+    let ids = leases::read_ids(files);
+    leases::assert_no_duplicates(&ids);
+    ids.len()
 }
 
 #[test]
@@ -193,7 +236,7 @@ fn killed_and_restarted_processes_never_issue_a_duplicate_even_with_the_clock_st
 
 #[test]
 fn a_corrupted_record_is_reported_and_its_number_never_reused() {
-    let dir = temp_dir("corrupt");
+    let dir = new_store_dir("corrupt");
     let store = FileStore::open(&dir).unwrap();
     fs::write(
         store.record_path(0, 0),
@@ -229,7 +272,7 @@ fn a_corrupted_record_is_reported_and_its_number_never_reused() {
 
 #[test]
 fn settings_that_make_no_sense_are_refused_with_a_reason() {
-    let dir = temp_dir("config");
+    let dir = new_store_dir("config");
     let (first, last) = (5, 4);
     assert!(matches!(
         WorkerRange::new(0, first..=last),
@@ -373,7 +416,7 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn without_renewals_the_generator_stops_exactly_at_the_margin_before_the_lease_ends() {
-    let dir = temp_dir("expiry");
+    let dir = new_store_dir("expiry");
     let fault = Arc::new(Mutex::new(Fault::None));
     let store = Faulty {
         inner: FileStore::open(&dir)
@@ -436,7 +479,7 @@ fn without_renewals_the_generator_stops_exactly_at_the_margin_before_the_lease_e
 
 #[test]
 fn a_lost_number_is_replaced_by_a_new_one_and_ids_go_on_above_both_marks() {
-    let dir = temp_dir("lost");
+    let dir = new_store_dir("lost");
     let fault = Arc::new(Mutex::new(Fault::None));
     let store = Faulty {
         inner: FileStore::open(&dir).unwrap(),

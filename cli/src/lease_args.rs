@@ -7,6 +7,7 @@ use idgen::lease::{FileStore, LeaseStore, LeasedGenerator, WorkerRange};
 use idgen::{Generator, Layout};
 
 use crate::Failure;
+use crate::layout_args::LayoutArgs;
 
 #[derive(Args, Clone)]
 pub struct LeaseArgs {
@@ -50,13 +51,68 @@ impl LeaseArgs {
         if let Some(endpoints) = &self.etcd {
             return etcd_store(endpoints, &self.namespace);
         }
-        let dir = self
-            .lease_dir
-            .clone()
-            .unwrap_or_else(|| std::env::temp_dir().join("idgen-leases"));
+        let dir = self.lease_dir.clone().unwrap_or_else(default_lease_dir);
         let store = FileStore::open(&dir).map_err(|error| Failure::runtime(error.to_string()))?;
         Ok(Box::new(store))
     }
+}
+
+/// Where `serve` and `next` lease from without `--lease-dir`.
+pub fn default_lease_dir() -> PathBuf {
+    std::env::temp_dir().join("idgen-leases")
+}
+
+#[derive(Args)]
+pub struct InitArgs {
+    /// The lease directory (default: the one `serve` and `next` use).
+    #[arg(long, value_name = "DIR", conflicts_with = "etcd")]
+    lease_dir: Option<PathBuf>,
+    /// Initialise an etcd namespace instead: client URLs, comma-separated.
+    #[arg(long, value_name = "URL,...")]
+    etcd: Option<String>,
+    /// The etcd key prefix.
+    #[arg(long, default_value = "/idgen", requires = "etcd")]
+    namespace: String,
+    /// The layout of the processes that use the store: etcd gets a mark for every number.
+    #[command(flatten)]
+    layout: LayoutArgs,
+}
+
+impl InitArgs {
+    pub fn run(self) -> Result<(), Failure> {
+        let layout = self.layout.layout()?;
+        if let Some(endpoints) = &self.etcd {
+            return init_etcd(endpoints, &self.namespace, &layout);
+        }
+        let dir = self.lease_dir.unwrap_or_else(default_lease_dir);
+        let written = FileStore::init(&dir).map_err(|error| Failure::runtime(error.to_string()))?;
+        if written {
+            println!("initialised the lease directory {}", dir.display());
+        } else {
+            println!(
+                "the lease directory {} was initialised already",
+                dir.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(feature = "etcd")]
+fn init_etcd(endpoints: &str, namespace: &str, layout: &Layout) -> Result<(), Failure> {
+    let endpoints: Vec<&str> = endpoints.split(',').collect();
+    let store = idgen::lease::EtcdStore::connect(&endpoints, namespace)
+        .map_err(|error| Failure::runtime(error.to_string()))?;
+    let written = store
+        .init(0..=layout.max_datacenter(), 0..=layout.max_worker())
+        .map_err(|error| Failure::runtime(error.to_string()))?;
+    println!("initialised the etcd namespace {namespace}: {written} marks written");
+    Ok(())
+}
+
+#[cfg(not(feature = "etcd"))]
+fn init_etcd(_endpoints: &str, _namespace: &str, _layout: &Layout) -> Result<(), Failure> {
+    etcd_store("", "").map(|_| ())
 }
 
 #[cfg(feature = "etcd")]

@@ -36,6 +36,16 @@ enum Command {
     Decode(DecodeArgs),
     /// Show the arithmetic of a layout: lifetime, last instant, workers, rates.
     Layout(LayoutCommand),
+    /// Manage a lease store.
+    #[command(subcommand)]
+    Leases(LeasesCommand),
+}
+
+#[derive(Subcommand)]
+enum LeasesCommand {
+    /// Initialise a lease store (an etcd namespace before first use; a lease directory
+    /// whose store.idgen is missing). Safe to run again, and while holders run.
+    Init(lease_args::InitArgs),
 }
 
 #[derive(Args)]
@@ -87,6 +97,7 @@ fn main() -> ExitCode {
         Command::Next(args) => next(args),
         Command::Decode(args) => decode(args),
         Command::Layout(args) => layout(args),
+        Command::Leases(LeasesCommand::Init(args)) => args.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,11 +2,11 @@
 
 mod common;
 
-use common::{idgen, temp_dir};
+use common::{idgen, new_lease_dir};
 
 #[test]
 fn next_prints_increasing_ids_in_each_format() {
-    let dir = temp_dir("next");
+    let dir = new_lease_dir("next");
     let dir = dir.to_str().unwrap();
     let (status, stdout, _) = idgen(&["next", "-n", "5", "--lease-dir", dir]);
     assert!(status.success());
@@ -33,7 +33,7 @@ fn next_prints_increasing_ids_in_each_format() {
 
 #[test]
 fn next_refuses_bad_arguments() {
-    let dir = temp_dir("next-bad");
+    let dir = new_lease_dir("next-bad");
     let dir = dir.to_str().unwrap();
     for (args, message) in [
         (vec!["next", "-n", "0"], "at least 1"),

@@ -8,11 +8,11 @@ use std::collections::HashSet;
 use std::process::Command;
 use std::thread;
 
-use common::{Service, idgen, temp_dir};
+use common::{Service, idgen, new_lease_dir, temp_dir};
 
 #[test]
 fn ids_come_as_increasing_decimal_strings_from_get_and_post() {
-    let dir = temp_dir("ids");
+    let dir = new_lease_dir("ids");
     let service = Service::start(&dir, &[]);
     let one = service.get("/v1/ids?count=1");
     assert_eq!(one.status, 200);
@@ -43,7 +43,7 @@ fn ids_come_as_increasing_decimal_strings_from_get_and_post() {
 
 #[test]
 fn decode_layout_healthz_and_metrics_answer() {
-    let dir = temp_dir("endpoints");
+    let dir = new_lease_dir("endpoints");
     let service = Service::start(&dir, &["--datacenter", "3", "--workers", "17-20"]);
     assert_eq!(service.worker, 17);
     let id = service.get("/v1/ids?count=1").ids()[0];
@@ -96,7 +96,7 @@ fn base32(id: u64) -> String {
 
 #[test]
 fn every_bad_input_gets_a_4xx_with_a_reason_and_the_service_lives_on() {
-    let dir = temp_dir("bad");
+    let dir = new_lease_dir("bad");
     let service = Service::start(&dir, &["--max-batch", "1000"]);
     let cases: Vec<(&str, common::Reply, u16, &str)> = vec![
         (
@@ -328,7 +328,7 @@ fn every_bad_input_gets_a_4xx_with_a_reason_and_the_service_lives_on() {
 
 #[test]
 fn many_concurrent_clients_never_see_a_duplicate() {
-    let dir = temp_dir("concurrent");
+    let dir = new_lease_dir("concurrent");
     let service = Service::start(&dir, &[]);
     let clients = 16;
     let per_client: Vec<Vec<u64>> = thread::scope(|s| {
@@ -366,7 +366,7 @@ fn many_concurrent_clients_never_see_a_duplicate() {
 
 #[test]
 fn two_services_on_one_lease_dir_get_different_workers_and_never_overlap() {
-    let dir = temp_dir("two");
+    let dir = new_lease_dir("two");
     let first = Service::start(&dir, &["--workers", "0-1"]);
     let second = Service::start(&dir, &["--workers", "0-1"]);
     assert_eq!((first.worker, second.worker), (0, 1));
@@ -393,7 +393,7 @@ fn two_services_on_one_lease_dir_get_different_workers_and_never_overlap() {
 
 #[test]
 fn sigterm_finishes_and_releases_the_worker_number() {
-    let dir = temp_dir("shutdown");
+    let dir = new_lease_dir("shutdown");
     let service = Service::start(&dir, &["--workers", "5-5"]);
     assert_eq!(service.get("/v1/ids?count=10").ids().len(), 10);
     let status = service.terminate();
@@ -413,7 +413,7 @@ fn sigterm_finishes_and_releases_the_worker_number() {
 
 #[test]
 fn requests_in_flight_at_sigterm_complete_then_the_number_is_freed() {
-    let dir = temp_dir("in-flight");
+    let dir = new_lease_dir("in-flight");
     // 16 IDs per millisecond: a batch of 8,000 needs at least 500 ms of the clock, and four
     // of them sharing the generator about two seconds.
     let layout = ["--time-bits", "49", "--sequence-bits", "4"];
@@ -471,7 +471,7 @@ fn unix_ms_now() -> u64 {
 
 #[test]
 fn a_javascript_client_gets_ids_that_survive_json_parse_exactly() {
-    let dir = temp_dir("node");
+    let dir = new_lease_dir("node");
     let service = Service::start(&dir, &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/node/contract.test.mjs");
     let output = Command::new("node")
@@ -523,9 +523,22 @@ fn a_lost_lease_gives_503_with_the_reason_until_a_number_is_held_again() {
     );
     assert!(metrics.contains("idgen_refusals_total{reason=\"clock_behind\"} 0\n"));
     assert!(metrics.contains("idgen_refusals_total{reason=\"exhausted\"} 0\n"));
-    // The directory comes back: the keeper takes a number again and IDs flow.
+    // The directory comes back empty: without its roster it is not a store the keeper may
+    // trust (what it knew of earlier holders is gone), so the service stays unavailable ...
     std::fs::create_dir_all(&leases).unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    thread::sleep(std::time::Duration::from_millis(1_500));
+    assert_eq!(service.get("/healthz").status, 503);
+    assert_eq!(service.get("/v1/ids?count=1").status, 503);
+    // ... until an operator initialises it; then the keeper takes a number again (after
+    // waiting a TTL, since the roster written now counts every number as used before).
+    let (status, stdout, stderr) =
+        idgen(&["leases", "init", "--lease-dir", leases.to_str().unwrap()]);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stdout.contains("initialised the lease directory"),
+        "{stdout}"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     while service.get("/healthz").status != 200 {
         assert!(std::time::Instant::now() < deadline, "never recovered");
         thread::sleep(std::time::Duration::from_millis(20));

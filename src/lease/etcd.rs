@@ -2,11 +2,13 @@
 
 use std::fmt;
 use std::future::Future;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, LeaseGrantOptions, PutOptions, Txn,
+    TxnOp, TxnOpResponse,
 };
 
 use super::{Claim, LeaseStore, WorkerRange};
@@ -39,15 +41,30 @@ pub struct EtcdStore {
 
 /// The client and the runtime its connection lives on, shared by the store and its claims.
 struct Connection {
-    runtime: tokio::runtime::Runtime,
+    /// Always `Some` until dropped.
+    runtime: Option<tokio::runtime::Runtime>,
     client: Client,
     endpoints: Vec<String>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which Tokio forbids (with a panic) inside another
+        // runtime; shutting it down in the background never blocks, wherever the last
+        // store or claim is dropped.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl Connection {
     fn run<T>(&self, request: impl Future<Output = Result<T, String>>) -> Result<T, Error> {
         outside_runtime()?;
-        self.runtime
+        let runtime = self.runtime.as_ref().ok_or_else(|| Error::LeaseStore {
+            reason: "the etcd client's runtime is shut down".to_string(),
+        })?;
+        runtime
             .block_on(request)
             .map_err(|reason| Error::LeaseStore {
                 reason: format!("etcd at {}: {reason}", self.endpoints.join(",")),
@@ -93,7 +110,7 @@ impl EtcdStore {
             .map_err(|error| unreachable(&error))?;
         Ok(EtcdStore {
             connection: Arc::new(Connection {
-                runtime,
+                runtime: Some(runtime),
                 client,
                 endpoints,
             }),
@@ -112,6 +129,81 @@ impl EtcdStore {
         }
         self.ttl = ttl;
         Ok(self)
+    }
+
+    /// Initialises the namespace for `idgen leases init`: writes a mark of 0 for every
+    /// number of `datacenters` × `workers` that has none (marks that exist are kept), then
+    /// the namespace's `store` key. Returns how many marks were written.
+    ///
+    /// From then on a missing mark means a deleted one, and the number's next holder waits
+    /// a TTL; a namespace without its `store` key (never initialised, or wiped with
+    /// `etcdctl del --prefix`) is refused with [`Error::LeaseStoreUninitialised`]. Running
+    /// it again is harmless. Running it on a wiped namespace while old holders still run is
+    /// safe too: each number's lease ID keeps it from a second holder until the first has
+    /// stopped.
+    pub fn init(
+        &self,
+        datacenters: RangeInclusive<u64>,
+        workers: RangeInclusive<u64>,
+    ) -> Result<u64, Error> {
+        let mut client = self.connection.client.clone();
+        let mut written = 0;
+        let numbers: Vec<(u64, u64)> = datacenters
+            .flat_map(|dc| workers.clone().map(move |worker| (dc, worker)))
+            .collect();
+        // etcd allows 128 operations per transaction by default.
+        for (datacenter, worker) in numbers {
+            let key = self.mark_key(datacenter, worker);
+            let created = self.run(async {
+                let txn = Txn::new()
+                    .when(vec![Compare::version(key.as_str(), CompareOp::Equal, 0)])
+                    .and_then(vec![TxnOp::put(key.as_str(), "0", None)]);
+                Ok(timed(client.txn(txn)).await?.succeeded())
+            })?;
+            written += u64::from(created);
+        }
+        let store_key = self.store_key();
+        let value = format!(
+            "idgen-lease-store v1 initialised by pid {}",
+            std::process::id()
+        );
+        self.run(async {
+            timed(client.put(store_key.as_str(), value, None)).await?;
+            Ok(())
+        })?;
+        Ok(written)
+    }
+
+    fn store_key(&self) -> String {
+        format!("{}store", self.prefix)
+    }
+
+    fn uninitialised(&self) -> Error {
+        let namespace = self.prefix.trim_end_matches('/');
+        Error::LeaseStoreUninitialised {
+            store: format!("etcd namespace {namespace}"),
+            why: format!(
+                "the key {}store is missing: the namespace is new, or was wiped (etcdctl del \
+                 --prefix)",
+                self.prefix
+            ),
+            fix: format!(
+                "run: idgen leases init --etcd {} --namespace {namespace} (with the layout \
+                 flags of the processes that use it)",
+                self.connection.endpoints.join(",")
+            ),
+        }
+    }
+
+    /// The etcd lease ID of a number: derived from the namespace and the number, so that
+    /// only one live lease can exist for it.
+    fn lease_id(&self, datacenter: u64, worker: u64) -> i64 {
+        let name = format!("idgen-lease {}dc/{datacenter}/worker/{worker}", self.prefix);
+        let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        // Positive and non-zero: etcd reads 0 as "choose one for me".
+        (hash >> 1).max(1) as i64
     }
 
     fn holder_key(&self, datacenter: u64, worker: u64) -> String {
@@ -134,11 +226,14 @@ impl LeaseStore for EtcdStore {
 
     fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
         let mut client = self.connection.client.clone();
-        let ttl_secs = self.ttl.as_secs() as i64;
-        let lease = self.run(async {
-            let granted = timed(client.lease_grant(ttl_secs, None)).await?;
-            Ok(granted.id())
+        let store_key = self.store_key();
+        let initialised = self.run(async {
+            let got = timed(client.get(store_key.as_str(), None)).await?;
+            Ok(!got.kvs().is_empty())
         })?;
+        if !initialised {
+            return Err(self.uninitialised());
+        }
         let datacenter = range.datacenter();
         let held_prefix = format!("{}dc/{datacenter}/holder/", self.prefix);
         let taken: Vec<u64> = self.run(async {
@@ -157,12 +252,31 @@ impl LeaseStore for EtcdStore {
                 held += 1;
                 continue;
             }
+            // The number's own lease ID is its liveness lock: while any holder, even one
+            // whose keys were deleted, keeps that lease alive, granting it again fails.
+            let lease = self.lease_id(datacenter, worker);
+            let ttl_secs = self.ttl.as_secs() as i64;
+            let granted = self.run(async {
+                let options = LeaseGrantOptions::new().with_id(lease);
+                match timed(client.lease_grant(ttl_secs, Some(options))).await {
+                    Ok(_) => Ok(true),
+                    Err(reason) if reason.contains("lease already exists") => Ok(false),
+                    Err(reason) => Err(reason),
+                }
+            })?;
+            if !granted {
+                held += 1;
+                continue;
+            }
             let holder = self.holder_key(datacenter, worker);
             let mark_key = self.mark_key(datacenter, worker);
             let value = format!("pid {} on {}", std::process::id(), host_name());
             let claimed = self.run(async {
                 let txn = Txn::new()
-                    .when(vec![Compare::version(holder.as_str(), CompareOp::Equal, 0)])
+                    .when(vec![
+                        Compare::version(holder.as_str(), CompareOp::Equal, 0),
+                        Compare::version(store_key.as_str(), CompareOp::Greater, 0),
+                    ])
                     .and_then(vec![
                         TxnOp::put(
                             holder.as_str(),
@@ -188,6 +302,7 @@ impl LeaseStore for EtcdStore {
             let mark_text = match claimed {
                 Ok(Some(mark_text)) => mark_text,
                 Ok(None) => {
+                    self.revoke(lease);
                     held += 1;
                     continue;
                 }
@@ -196,17 +311,23 @@ impl LeaseStore for EtcdStore {
                     return Err(error);
                 }
             };
-            let previous = match mark_text.as_deref().map(parse_mark).transpose() {
-                Ok(previous) => previous,
-                Err(reason) => {
+            let (previous, unknown) = match mark_text.as_deref().map(parse_mark) {
+                Some(Ok(previous)) => (Some(previous), false),
+                // `idgen leases init` writes a mark for every number: a missing one was
+                // deleted, and with it what the number's earlier holders did.
+                None => {
+                    log::warn!(
+                        "idgen: etcd key {mark_key} is missing (deleted?); the next holder of \
+                         worker {worker} waits a TTL for any earlier holder to stop"
+                    );
+                    (None, true)
+                }
+                Some(Err(reason)) => {
                     // Without a trustworthy mark the number cannot be reused safely: give
                     // the key back and look further.
                     log::error!("idgen: etcd key {mark_key}: {reason}; worker {worker} skipped");
                     unusable.push(format!("{mark_key} ({reason})"));
-                    let _ = self.run(async {
-                        timed(client.delete(holder.as_str(), None)).await?;
-                        Ok(())
-                    });
+                    self.revoke(lease);
                     continue;
                 }
             };
@@ -218,9 +339,9 @@ impl LeaseStore for EtcdStore {
                 mark_key,
                 lease: Some(lease),
                 previous,
+                unknown,
             }));
         }
-        self.revoke(lease);
         Err(Error::LeaseRangeFull {
             range: range.to_string(),
             held,
@@ -258,6 +379,7 @@ struct EtcdClaim {
     /// The etcd lease, until released.
     lease: Option<i64>,
     previous: Option<u64>,
+    unknown: bool,
 }
 
 impl EtcdClaim {
@@ -299,6 +421,10 @@ impl Claim for EtcdClaim {
 
     fn previous_mark_unix_ms(&self) -> Option<u64> {
         self.previous
+    }
+
+    fn previous_mark_unknown(&self) -> bool {
+        self.unknown
     }
 
     fn renew(&mut self, mark_unix_ms: u64) -> Result<(), Error> {

@@ -1,6 +1,7 @@
 //! The embedded default store: one directory, one record file per worker number, each held
-//! with an OS advisory lock.
+//! with an OS advisory lock, plus the store's own bookkeeping file.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -14,6 +15,13 @@ use crate::error::Error;
 /// the longest a successor waits after a holder crashed.
 pub const FILE_STORE_DEFAULT_TTL: Duration = Duration::from_secs(3);
 
+/// The longest TTL a file store takes: a day. Marks are written a TTL ahead, so a longer one
+/// would only block a crashed holder's number for longer.
+pub const FILE_STORE_MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The store's bookkeeping file: which numbers were ever handed out.
+const ROSTER: &str = "store.idgen";
+
 /// Leases worker numbers to the processes of one host through a shared directory.
 ///
 /// Each worker number has a record file, `dc<D>-worker<W>.lease`. A process holds a number
@@ -23,8 +31,20 @@ pub const FILE_STORE_DEFAULT_TTL: Duration = Duration::from_secs(3);
 /// live holder can never lose it to a neighbour. The record keeps the holder's mark, with a
 /// checksum; a record that does not parse is reported, and its number is never reused.
 ///
-/// The lock cannot expire, so renewals here write the mark and check that the file is
-/// still the one locked (not deleted or replaced by hand).
+/// Files can be deleted under a live holder, which then keeps its lock on a file nobody can
+/// reach any more. Two things keep that from handing its number to a second process:
+///
+/// - **A liveness lock that no file operation removes** (Linux): a holder also binds an
+///   abstract Unix socket named after the directory and the number. The kernel frees the
+///   name when the holder exits; `rm` cannot. A number whose name is bound is held.
+/// - **The roster**, `store.idgen`, lists every number ever handed out. A record that is
+///   missing, empty, or not the file its holder wrote (replaced, copied or renamed) for a
+///   number on the roster means the number's history is lost: the claim says so
+///   ([`Claim::previous_mark_unknown`]) and the next holder waits a TTL past the moment it
+///   took the number, after which every earlier holder has stopped. A directory without a
+///   roster is refused ([`Error::LeaseStoreUninitialised`]) until `idgen leases init`
+///   ([`FileStore::init`]) writes one; [`FileStore::open`] writes it when it creates the
+///   directory itself.
 ///
 /// The directory must be on a local file system: advisory locks over NFS are not to be
 /// trusted.
@@ -35,26 +55,65 @@ pub struct FileStore {
 }
 
 impl FileStore {
-    /// A store in `dir`, created if missing, with [`FILE_STORE_DEFAULT_TTL`].
+    /// The store in `dir`, with [`FILE_STORE_DEFAULT_TTL`].
+    ///
+    /// When `dir` does not exist, this call creates it with its roster (atomically: another
+    /// process opening it at the same moment sees either nothing or a whole store). An
+    /// existing directory must hold a roster: otherwise it fails with
+    /// [`Error::LeaseStoreUninitialised`], which says what to run.
     pub fn open(dir: impl AsRef<Path>) -> Result<FileStore, Error> {
         let dir = dir.as_ref().to_path_buf();
-        fs::create_dir_all(&dir).map_err(|error| io_error(&dir, "create the directory", &error))?;
-        if !dir.is_dir() {
-            return Err(Error::LeaseConfig {
-                reason: format!("{} is not a directory", dir.display()),
-            });
+        if fs::symlink_metadata(&dir).is_err() {
+            create_store(&dir)?;
         }
-        Ok(FileStore {
+        let store = FileStore {
             dir,
             ttl: FILE_STORE_DEFAULT_TTL,
-        })
+        };
+        store.check_dir()?;
+        store.roster()?;
+        Ok(store)
     }
 
-    /// Sets the TTL (at least 100 ms).
+    /// Initialises the store in `dir` for `idgen leases init`: creates the directory if
+    /// missing, and writes a roster if there is none or it cannot be trusted. A roster
+    /// written here lists every number as handed out before, since nothing tells which
+    /// were: a number whose record is missing then waits a TTL once. Returns whether a
+    /// roster was written (`false`: the store was initialised already).
+    pub fn init(dir: impl AsRef<Path>) -> Result<bool, Error> {
+        let dir = dir.as_ref();
+        if fs::symlink_metadata(dir).is_err() {
+            create_store(dir)?;
+            return Ok(true);
+        }
+        let store = FileStore {
+            dir: dir.to_path_buf(),
+            ttl: FILE_STORE_DEFAULT_TTL,
+        };
+        store.check_dir()?;
+        if store.roster().is_ok() {
+            return Ok(false);
+        }
+        let path = dir.join(ROSTER);
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|error| io_error(&path, "create", &error))?;
+        file.write_all(Roster::EVERY_NUMBER.as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|error| io_error(&path, "write", &error))?;
+        Ok(true)
+    }
+
+    /// Sets the TTL: at least 100 ms, at most [`FILE_STORE_MAX_TTL`].
     pub fn with_ttl(mut self, ttl: Duration) -> Result<FileStore, Error> {
-        if ttl < Duration::from_millis(100) {
+        if ttl < Duration::from_millis(100) || ttl > FILE_STORE_MAX_TTL {
             return Err(Error::LeaseConfig {
-                reason: format!("a file store TTL of {ttl:?} is below the minimum of 100 ms"),
+                reason: format!(
+                    "a file store TTL of {ttl:?} is outside 100 ms to {FILE_STORE_MAX_TTL:?}"
+                ),
             });
         }
         self.ttl = ttl;
@@ -71,6 +130,145 @@ impl FileStore {
         self.dir
             .join(format!("dc{datacenter}-worker{worker}.lease"))
     }
+
+    fn check_dir(&self) -> Result<(), Error> {
+        match fs::metadata(&self.dir) {
+            Ok(metadata) if metadata.is_dir() => Ok(()),
+            Ok(_) => Err(Error::LeaseConfig {
+                reason: format!("{} is not a directory", self.dir.display()),
+            }),
+            Err(error) => Err(io_error(&self.dir, "open the lease directory", &error)),
+        }
+    }
+
+    fn uninitialised(&self, why: String) -> Error {
+        Error::LeaseStoreUninitialised {
+            store: self.dir.display().to_string(),
+            why,
+            fix: format!(
+                "if no idgen process is using it, run: idgen leases init --lease-dir {}",
+                self.dir.display()
+            ),
+        }
+    }
+
+    /// Reads the roster.
+    fn roster(&self) -> Result<Roster, Error> {
+        let path = self.dir.join(ROSTER);
+        let text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(self.uninitialised(format!(
+                    "{} is missing: the directory is new, was emptied, or its files were deleted",
+                    path.display()
+                )));
+            }
+            Err(error) => return Err(io_error(&path, "read", &error)),
+        };
+        Roster::parse(&text)
+            .ok_or_else(|| self.uninitialised(format!("{} is not an idgen roster", path.display())))
+    }
+
+    /// The liveness lock's name: the directory (canonical, hashed to fit the name's 107
+    /// bytes) and the number.
+    fn liveness_name(&self, datacenter: u64, worker: u64) -> Result<String, Error> {
+        let canonical =
+            fs::canonicalize(&self.dir).map_err(|error| io_error(&self.dir, "resolve", &error))?;
+        let hash = fnv1a(canonical.to_string_lossy().as_bytes());
+        Ok(format!(
+            "idgen-lease/{hash:016x}/dc{datacenter}-worker{worker}"
+        ))
+    }
+}
+
+/// Creates `dir` as a store with an empty roster, all at once: the roster is written in a
+/// sibling directory that is then renamed into place. Losing the race to another creator
+/// is fine: that one wrote a whole store.
+fn create_store(dir: &Path) -> Result<(), Error> {
+    let parent = match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    fs::create_dir_all(parent).map_err(|error| io_error(parent, "create", &error))?;
+    let name = dir.file_name().ok_or_else(|| Error::LeaseConfig {
+        reason: format!("{} does not name a directory", dir.display()),
+    })?;
+    // Unique to this call: other threads and processes may be creating the same store.
+    let thread = format!("{:?}", std::thread::current().id());
+    let staging = parent.join(format!(
+        ".{}.creating-{}-{}",
+        name.to_string_lossy(),
+        std::process::id(),
+        thread.trim_start_matches("ThreadId(").trim_end_matches(')')
+    ));
+    let _ = fs::remove_dir_all(&staging);
+    fs::create_dir(&staging).map_err(|error| io_error(&staging, "create", &error))?;
+    let roster = staging.join(ROSTER);
+    let written = File::create(&roster)
+        .and_then(|mut file| {
+            file.write_all(Roster::HEADER.as_bytes())?;
+            file.sync_all()
+        })
+        .map_err(|error| io_error(&roster, "write", &error));
+    let placed = written.and_then(|()| match fs::rename(&staging, dir) {
+        Ok(()) => Ok(()),
+        // Another process created it first.
+        Err(_) if dir.is_dir() => Ok(()),
+        Err(error) => Err(io_error(dir, "create", &error)),
+    });
+    let _ = fs::remove_dir_all(&staging);
+    placed
+}
+
+/// Which numbers were ever handed out: `idgen-lease-store v1`, then one line per number
+/// (`dc<D>-worker<W>`), or the line `every-number` after `idgen leases init` found a
+/// directory without a roster. A line that does not parse (a torn append) counts as
+/// `every-number`: the safe reading.
+struct Roster {
+    every_number: bool,
+    numbers: BTreeSet<(u64, u64)>,
+}
+
+impl Roster {
+    const HEADER: &'static str = "idgen-lease-store v1\n";
+    const EVERY_NUMBER: &'static str = "idgen-lease-store v1\nevery-number\n";
+
+    fn parse(text: &str) -> Option<Roster> {
+        let rest = text.strip_prefix(Roster::HEADER)?;
+        let mut roster = Roster {
+            every_number: false,
+            numbers: BTreeSet::new(),
+        };
+        for line in rest.split_inclusive('\n') {
+            let number = line
+                .strip_suffix('\n')
+                .and_then(|line| line.strip_prefix("dc"))
+                .and_then(|line| line.split_once("-worker"))
+                .and_then(|(dc, worker)| Some((canonical(dc)?, canonical(worker)?)));
+            match number {
+                Some(number) => {
+                    roster.numbers.insert(number);
+                }
+                None => roster.every_number = true,
+            }
+        }
+        Some(roster)
+    }
+
+    fn handed_out(&self, datacenter: u64, worker: u64) -> bool {
+        self.every_number || self.numbers.contains(&(datacenter, worker))
+    }
+
+    fn line(datacenter: u64, worker: u64) -> String {
+        format!("dc{datacenter}-worker{worker}\n")
+    }
+}
+
+fn canonical(text: &str) -> Option<u64> {
+    let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    (digits && (text == "0" || !text.starts_with('0')))
+        .then(|| text.parse().ok())
+        .flatten()
 }
 
 impl LeaseStore for FileStore {
@@ -79,17 +277,37 @@ impl LeaseStore for FileStore {
     }
 
     fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
+        self.check_dir()?;
+        // The roster's lock serialises acquires on this host: a number is put on the roster
+        // before its record is first created, and nobody reads it half-written.
+        let roster_path = self.dir.join(ROSTER);
+        let mut roster_file = match OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&roster_path)
+        {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(self.roster().err().unwrap_or_else(|| {
+                    self.uninitialised(format!("{} is missing", roster_path.display()))
+                }));
+            }
+            Err(error) => return Err(io_error(&roster_path, "open", &error)),
+        };
+        roster_file
+            .lock()
+            .map_err(|error| io_error(&roster_path, "lock", &error))?;
+        let roster = self.roster()?;
+        let datacenter = range.datacenter();
         let mut held = 0;
         let mut unusable = Vec::new();
         for worker in range.workers() {
-            let path = self.record_path(range.datacenter(), worker);
-            let mut file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .map_err(|error| io_error(&path, "open", &error))?;
+            let Some(liveness) = Liveness::take(&self.liveness_name(datacenter, worker)?)? else {
+                held += 1;
+                continue;
+            };
+            let path = self.record_path(datacenter, worker);
+            let mut file = open_record(&path)?;
             match file.try_lock() {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => {
@@ -98,23 +316,40 @@ impl LeaseStore for FileStore {
                 }
                 Err(TryLockError::Error(error)) => return Err(io_error(&path, "lock", &error)),
             }
+            let identity =
+                FileIdentity::of(&file).map_err(|error| io_error(&path, "stat", &error))?;
             let mut text = String::new();
             let read = file
                 .seek(SeekFrom::Start(0))
                 .and_then(|_| file.read_to_string(&mut text));
-            let previous = match read {
+            let record = match read {
                 Ok(_) => Record::parse(&text),
                 Err(error) => Err(format!("unreadable: {error}")),
             };
-            match previous {
-                Ok(previous) => {
-                    return Ok(Box::new(FileClaim {
-                        datacenter: range.datacenter(),
-                        worker,
-                        path,
-                        file: Some(file),
-                        previous,
-                    }));
+            let handed_out = roster.handed_out(datacenter, worker);
+            let (previous, unknown) = match record {
+                Ok(None) => {
+                    if handed_out {
+                        log::warn!(
+                            "idgen: the record of worker {worker} of datacenter {datacenter} \
+                             was deleted or emptied; its next holder waits a TTL for any \
+                             earlier holder to stop"
+                        );
+                    }
+                    (None, handed_out)
+                }
+                Ok(Some(record)) => {
+                    let ours = record.datacenter == Some(datacenter)
+                        && record.worker == Some(worker)
+                        && record.file == Some(identity);
+                    if !ours {
+                        log::warn!(
+                            "idgen: {} is not the record its holder wrote (replaced, copied, \
+                             renamed, or from an older idgen); its mark is not trusted",
+                            path.display()
+                        );
+                    }
+                    (Some(record.mark), !ours)
                 }
                 Err(reason) => {
                     // Without a trustworthy mark the number cannot be reused safely.
@@ -123,8 +358,25 @@ impl LeaseStore for FileStore {
                         path.display()
                     );
                     unusable.push(format!("{} ({reason})", path.display()));
+                    continue;
                 }
+            };
+            if !handed_out {
+                roster_file
+                    .write_all(Roster::line(datacenter, worker).as_bytes())
+                    .and_then(|()| roster_file.sync_data())
+                    .map_err(|error| io_error(&roster_path, "write", &error))?;
             }
+            return Ok(Box::new(FileClaim {
+                datacenter,
+                worker,
+                path,
+                file: Some(file),
+                identity,
+                liveness: Some(liveness),
+                previous,
+                unknown,
+            }));
         }
         Err(Error::LeaseRangeFull {
             range: range.to_string(),
@@ -134,49 +386,232 @@ impl LeaseStore for FileStore {
     }
 }
 
-/// One record: the holder's mark and process ID, with a checksum of both.
-///
-/// `idgen-lease v1 mark=<unix ms> pid=<pid> check=<16 hex digits>\n`; an empty file is a
-/// number never held.
-struct Record;
+/// Opens a record, creating it if missing. Never follows a symbolic link: a planted link
+/// is an error, not a file written somewhere else.
+fn open_record(path: &Path) -> Result<File, Error> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true);
+    match fs::symlink_metadata(path) {
+        Ok(metadata) if metadata.file_type().is_symlink() => {
+            return Err(not_a_plain_file(path));
+        }
+        Ok(_) => {
+            let file = options
+                .open(path)
+                .map_err(|error| io_error(path, "open", &error))?;
+            same_file(path, &file)?;
+            return Ok(file);
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(io_error(path, "open", &error)),
+    }
+    // O_CREAT | O_EXCL: fails on any existing path, a dangling link included.
+    match options.clone().create_new(true).open(path) {
+        Ok(file) => Ok(file),
+        // Created by someone else in between: theirs to lock.
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            let file = options
+                .open(path)
+                .map_err(|error| io_error(path, "open", &error))?;
+            same_file(path, &file)?;
+            Ok(file)
+        }
+        Err(error) => Err(io_error(path, "create", &error)),
+    }
+}
 
-impl Record {
-    const PREFIX: &'static str = "idgen-lease v1 ";
+/// Fails unless `path` itself (not a link's target) is the file opened.
+fn same_file(path: &Path, file: &File) -> Result<(), Error> {
+    let opened = FileIdentity::of(file).map_err(|error| io_error(path, "stat", &error))?;
+    match FileIdentity::of_path(path) {
+        Ok(named) if named == opened => Ok(()),
+        _ => Err(not_a_plain_file(path)),
+    }
+}
 
-    fn format(mark_unix_ms: u64, pid: u32) -> String {
-        // A fixed width, so every record of a file has the same length.
-        let body = format!("mark={mark_unix_ms:020} pid={pid:010}");
-        format!("{}{body} check={:016x}\n", Record::PREFIX, checksum(&body))
+fn not_a_plain_file(path: &Path) -> Error {
+    Error::LeaseStore {
+        reason: format!(
+            "{} is a symbolic link or was swapped while being opened; lease files must be \
+             plain files",
+            path.display()
+        ),
+    }
+}
+
+/// Which file a record is: device and inode. A record names the file it was written into,
+/// so a copy, a replacement or a re-created file does not pass for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileIdentity {
+    device: u64,
+    inode: u64,
+}
+
+impl FileIdentity {
+    #[cfg(unix)]
+    fn of(file: &File) -> std::io::Result<FileIdentity> {
+        use std::os::unix::fs::MetadataExt;
+        let metadata = file.metadata()?;
+        Ok(FileIdentity {
+            device: metadata.dev(),
+            inode: metadata.ino(),
+        })
     }
 
-    /// The mark, `None` for an empty (never held) record, or why the record is not to be
-    /// trusted.
-    fn parse(text: &str) -> Result<Option<u64>, String> {
+    #[cfg(not(unix))]
+    fn of(_file: &File) -> std::io::Result<FileIdentity> {
+        Ok(FileIdentity {
+            device: 0,
+            inode: 0,
+        })
+    }
+
+    #[cfg(unix)]
+    fn of_path(path: &Path) -> std::io::Result<FileIdentity> {
+        use std::os::unix::fs::MetadataExt;
+        let metadata = fs::symlink_metadata(path)?;
+        Ok(FileIdentity {
+            device: metadata.dev(),
+            inode: metadata.ino(),
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn of_path(path: &Path) -> std::io::Result<FileIdentity> {
+        fs::symlink_metadata(path).map(|_| FileIdentity {
+            device: 0,
+            inode: 0,
+        })
+    }
+}
+
+/// A lock no file operation can remove: an abstract Unix socket name, bound for as long as
+/// the number is held and freed by the kernel when the process exits (Linux only; abstract
+/// names belong to the network namespace, so processes sharing a lease directory must
+/// share one).
+#[derive(Debug)]
+struct Liveness {
+    #[cfg(target_os = "linux")]
+    _socket: std::os::unix::net::UnixListener,
+}
+
+impl Liveness {
+    /// The lock, or `None` when a live process holds it.
+    #[cfg(target_os = "linux")]
+    fn take(name: &str) -> Result<Option<Liveness>, Error> {
+        use std::os::linux::net::SocketAddrExt;
+        use std::os::unix::net::{SocketAddr, UnixListener};
+        let address =
+            SocketAddr::from_abstract_name(name.as_bytes()).map_err(|error| Error::LeaseStore {
+                reason: format!("the liveness lock {name:?}: {error}"),
+            })?;
+        match UnixListener::bind_addr(&address) {
+            Ok(socket) => Ok(Some(Liveness { _socket: socket })),
+            Err(error) if error.kind() == std::io::ErrorKind::AddrInUse => Ok(None),
+            Err(error) => Err(Error::LeaseStore {
+                reason: format!("could not take the liveness lock {name:?}: {error}"),
+            }),
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn take(_name: &str) -> Result<Option<Liveness>, Error> {
+        Ok(Some(Liveness {}))
+    }
+}
+
+/// One record: the number it belongs to, the file it was written into, the holder's mark
+/// and process ID, with a checksum of all of them.
+///
+/// `idgen-lease v2 dc=<D> worker=<W> file=<device>:<inode> mark=<unix ms> pid=<pid>
+/// check=<16 hex digits>\n`, numbers at fixed widths; an empty file is a number never
+/// held. Records of version 1 (`mark` and `pid` only) still parse, as not naming their file.
+#[derive(Debug, PartialEq, Eq)]
+struct Record {
+    datacenter: Option<u64>,
+    worker: Option<u64>,
+    file: Option<FileIdentity>,
+    mark: u64,
+}
+
+impl Record {
+    const V1: &'static str = "idgen-lease v1 ";
+    const V2: &'static str = "idgen-lease v2 ";
+
+    fn format(datacenter: u64, worker: u64, file: FileIdentity, mark: u64, pid: u32) -> String {
+        // A fixed width, so every record of a file has the same length.
+        let body = format!(
+            "dc={datacenter:020} worker={worker:020} file={:020}:{:020} mark={mark:020} \
+             pid={pid:010}",
+            file.device, file.inode
+        );
+        format!("{}{body} check={:016x}\n", Record::V2, checksum(&body))
+    }
+
+    /// The record, `None` for an empty (never held) file, or why it is not to be trusted.
+    fn parse(text: &str) -> Result<Option<Record>, String> {
         if text.is_empty() {
             return Ok(None);
         }
         let line = text
             .strip_suffix('\n')
-            .and_then(|line| line.strip_prefix(Record::PREFIX))
             .ok_or_else(|| "not an idgen lease record (or a torn write)".to_string())?;
+        let (version, line) = if let Some(line) = line.strip_prefix(Record::V2) {
+            (2, line)
+        } else if let Some(line) = line.strip_prefix(Record::V1) {
+            (1, line)
+        } else {
+            return Err("not an idgen lease record (or a torn write)".to_string());
+        };
         let (body, check) = line
             .rsplit_once(" check=")
             .ok_or_else(|| "the record has no checksum".to_string())?;
         if check.len() != 16 || u64::from_str_radix(check, 16) != Ok(checksum(body)) {
             return Err("the record's checksum does not match".to_string());
         }
-        let mark = body
-            .strip_prefix("mark=")
-            .and_then(|rest| rest.split_once(" pid="))
-            .and_then(|(mark, _)| mark.parse::<u64>().ok())
+        let field = |name: &str| -> Option<&str> {
+            body.split(' ')
+                .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+        };
+        let number = |text: &str| -> Option<u64> {
+            (text.len() == 20 && text.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| text.parse().ok())
+                .flatten()
+        };
+        let mark = field("mark")
+            .and_then(number)
             .ok_or_else(|| "the record has no readable mark".to_string())?;
-        Ok(Some(mark))
+        if version == 1 {
+            return Ok(Some(Record {
+                datacenter: None,
+                worker: None,
+                file: None,
+                mark,
+            }));
+        }
+        let unreadable = || "the record's number or file is unreadable".to_string();
+        let (device, inode) = field("file")
+            .and_then(|file| file.split_once(':'))
+            .ok_or_else(unreadable)?;
+        Ok(Some(Record {
+            datacenter: Some(field("dc").and_then(number).ok_or_else(unreadable)?),
+            worker: Some(field("worker").and_then(number).ok_or_else(unreadable)?),
+            file: Some(FileIdentity {
+                device: number(device).ok_or_else(unreadable)?,
+                inode: number(inode).ok_or_else(unreadable)?,
+            }),
+            mark,
+        }))
     }
 }
 
 /// FNV-1a, 64 bits: catches torn and hand-edited records; not a defence against forgery.
 fn checksum(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+    fnv1a(text.as_bytes())
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
@@ -187,11 +622,16 @@ struct FileClaim {
     path: PathBuf,
     /// Open, and locked, until released.
     file: Option<File>,
+    identity: FileIdentity,
+    /// Bound until released or lost.
+    liveness: Option<Liveness>,
     previous: Option<u64>,
+    unknown: bool,
 }
 
 impl FileClaim {
-    fn lost(&self) -> Error {
+    fn lost(&mut self) -> Error {
+        self.liveness = None;
         Error::LeaseLost {
             datacenter: self.datacenter,
             worker: self.worker,
@@ -199,24 +639,22 @@ impl FileClaim {
     }
 
     /// Whether the path still names the file we hold the lock on.
-    #[cfg(unix)]
-    fn still_ours(&self, file: &File) -> std::io::Result<bool> {
-        use std::os::unix::fs::MetadataExt;
-        let held = file.metadata()?;
-        match fs::metadata(&self.path) {
-            Ok(now) => Ok(now.dev() == held.dev() && now.ino() == held.ino()),
+    fn still_ours(&self) -> std::io::Result<bool> {
+        match FileIdentity::of_path(&self.path) {
+            Ok(now) => Ok(now == self.identity),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(error) => Err(error),
         }
     }
 
-    #[cfg(not(unix))]
-    fn still_ours(&self, _file: &File) -> std::io::Result<bool> {
-        Ok(self.path.exists())
-    }
-
     fn write_mark(&self, file: &File, mark_unix_ms: u64) -> std::io::Result<()> {
-        let record = Record::format(mark_unix_ms, std::process::id());
+        let record = Record::format(
+            self.datacenter,
+            self.worker,
+            self.identity,
+            mark_unix_ms,
+            std::process::id(),
+        );
         let mut file = file;
         file.seek(SeekFrom::Start(0))?;
         // One short write: a crash leaves the old record, the new one, or a torn one that
@@ -240,15 +678,20 @@ impl Claim for FileClaim {
         self.previous
     }
 
+    fn previous_mark_unknown(&self) -> bool {
+        self.unknown
+    }
+
     fn renew(&mut self, mark_unix_ms: u64) -> Result<(), Error> {
-        let Some(file) = &self.file else {
+        if self.file.is_none() {
             return Err(self.lost());
-        };
-        match self.still_ours(file) {
+        }
+        match self.still_ours() {
             Ok(true) => {}
             Ok(false) => return Err(self.lost()),
             Err(error) => return Err(io_error(&self.path, "check", &error)),
         }
+        let file = self.file.as_ref().expect("checked above");
         self.write_mark(file, mark_unix_ms)
             .map_err(|error| io_error(&self.path, "write", &error))
     }
@@ -257,15 +700,17 @@ impl Claim for FileClaim {
         let Some(file) = self.file.take() else {
             return Ok(());
         };
-        let written = match self.still_ours(&file) {
+        let written = match self.still_ours() {
             Ok(true) => self
                 .write_mark(&file, mark_unix_ms)
                 .map_err(|error| io_error(&self.path, "write", &error)),
             Ok(false) => Ok(()),
             Err(error) => Err(io_error(&self.path, "check", &error)),
         };
-        // Closing the file drops the lock, whatever happened above.
+        // Closing the file drops the lock, whatever happened above; the liveness lock goes
+        // last, once the mark is on disk.
         drop(file);
+        self.liveness = None;
         written
     }
 }
@@ -276,6 +721,7 @@ impl fmt::Debug for FileClaim {
             .field("path", &self.path)
             .field("held", &self.file.is_some())
             .field("previous_mark_unix_ms", &self.previous)
+            .field("previous_mark_unknown", &self.unknown)
             .finish()
     }
 }
@@ -292,14 +738,49 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_reject_tampering() {
-        let text = Record::format(1_764_000_000_123, 4242);
-        assert_eq!(text.len(), Record::format(0, 0).len());
-        assert_eq!(Record::parse(&text), Ok(Some(1_764_000_000_123)));
+        let file = FileIdentity {
+            device: 2049,
+            inode: 123_456,
+        };
+        let text = Record::format(1, 7, file, 1_764_000_000_123, 4242);
+        assert_eq!(text.len(), Record::format(0, 0, file, 0, 0).len());
+        assert_eq!(
+            Record::parse(&text),
+            Ok(Some(Record {
+                datacenter: Some(1),
+                worker: Some(7),
+                file: Some(file),
+                mark: 1_764_000_000_123
+            }))
+        );
         assert_eq!(Record::parse(""), Ok(None));
         let tampered = text.replace("1764000000123", "1764000000124");
         assert!(Record::parse(&tampered).unwrap_err().contains("checksum"));
         assert!(Record::parse(&text[..text.len() - 5]).is_err());
         assert!(Record::parse("garbage\n").is_err());
         assert!(Record::parse("\0\0\0\0").is_err());
+    }
+
+    #[test]
+    fn a_version_1_record_parses_without_naming_its_file() {
+        let body = format!("mark={:020} pid={:010}", 1_764_000_000_123u64, 42);
+        let text = format!("idgen-lease v1 {body} check={:016x}\n", checksum(&body));
+        let record = Record::parse(&text).unwrap().unwrap();
+        assert_eq!((record.mark, record.file), (1_764_000_000_123, None));
+    }
+
+    #[test]
+    fn the_roster_reads_torn_lines_as_every_number() {
+        let roster = Roster::parse("idgen-lease-store v1\ndc0-worker3\ndc1-worker0\n").unwrap();
+        assert!(roster.handed_out(0, 3) && roster.handed_out(1, 0));
+        assert!(!roster.handed_out(0, 0));
+        let torn = Roster::parse("idgen-lease-store v1\ndc0-worker3\ndc1-wor").unwrap();
+        assert!(torn.handed_out(0, 0));
+        assert!(Roster::parse("something else\n").is_none());
+        assert!(
+            Roster::parse(Roster::EVERY_NUMBER)
+                .unwrap()
+                .handed_out(5, 9)
+        );
     }
 }

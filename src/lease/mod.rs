@@ -189,6 +189,16 @@ pub trait Claim: Send + fmt::Debug {
     /// Unix millisecond. `None` when the number was never held.
     fn previous_mark_unix_ms(&self) -> Option<u64>;
 
+    /// Whether the store has lost what it knew of this number's earlier holders: its record
+    /// or mark was deleted, emptied, re-created or replaced, so
+    /// [`Claim::previous_mark_unix_ms`] is at best a lower bound. A leased generator then
+    /// takes the previous mark to be one TTL after it took the number: any earlier holder,
+    /// even one still running, has stopped issuing by then (it renews within a TTL, finds
+    /// the number gone, and its IDs are dated at or before its last mark). Default: `false`.
+    fn previous_mark_unknown(&self) -> bool {
+        false
+    }
+
     /// Proves the claim still holds, extends it by the store's TTL from now, and records
     /// `mark_unix_ms` as the holder's new promise. [`Error::LeaseLost`] when the number is
     /// gone for good; any other error is transient (the store could not be reached).
@@ -328,9 +338,11 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
             ttl,
             renew_every,
             margin,
-            startup_wait: self.startup_wait.unwrap_or(ttl + Duration::from_secs(1)),
+            startup_wait: self
+                .startup_wait
+                .unwrap_or(ttl.saturating_add(Duration::from_secs(1))),
         };
-        if renew_every.is_zero() || margin + renew_every >= ttl {
+        if renew_every.is_zero() || margin.saturating_add(renew_every) >= ttl {
             return Err(Error::LeaseConfig {
                 reason: format!(
                     "renewing every {renew_every:?} with a safety margin of {margin:?} \
@@ -343,18 +355,21 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
     }
 
     /// Takes the lowest free worker number of the range, writes this holder's mark, waits
-    /// for the clock to pass the previous holder's mark, and starts the keeper.
+    /// for the clock to pass the previous holder's mark, renews, and starts the keeper.
     pub fn acquire(self) -> Result<LeasedGenerator<C>, Error> {
         let timing = self.timing()?;
         let (generator_builder, clock, layout) = self.generator.resolved_parts();
         self.range.check(&layout)?;
         let sent_unix_ms = clock.now_unix_ms();
         let mut claim = self.store.acquire(&self.range)?;
-        let previous = claim.previous_mark_unix_ms();
-        let mark = (sent_unix_ms + millis(timing.ttl)).max(previous.unwrap_or(0));
+        check_claim(&*claim, &self.range)?;
+        let previous = previous_mark(&*claim, &clock, timing.ttl);
+        let mark = sent_unix_ms
+            .saturating_add(millis(timing.ttl))
+            .max(previous.unwrap_or(0));
         if let Err(error) = claim.renew(mark) {
             // Best effort: the number is ours, give it back rather than let it expire.
-            let _ = claim.release(previous.unwrap_or(0));
+            let _ = claim.release(mark);
             return Err(error);
         }
         let mut generator_builder = generator_builder
@@ -387,7 +402,22 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         };
         keeper.grant(claim.datacenter(), claim.worker(), sent_unix_ms, mark);
         *keeper.lock_claim() = Some(claim);
+        let waited = previous.is_some();
         if let Err(error) = keeper.wait_past(previous, timing.startup_wait) {
+            let _ = keeper.release();
+            return Err(error);
+        }
+        // The wait used up validity counted from before it: renew at once, so the number
+        // is valid for a whole TTL from now.
+        if waited && !keeper.renew() {
+            let error = Error::LeaseStore {
+                reason: format!(
+                    "renewing worker {} of datacenter {} right after the wait for the previous \
+                     holder's mark failed",
+                    keeper.generator.worker(),
+                    keeper.generator.datacenter()
+                ),
+            };
             let _ = keeper.release();
             return Err(error);
         }
@@ -413,6 +443,35 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
             thread: Some(thread),
         })
     }
+}
+
+/// A store's claim must be a number of the range asked for: one from elsewhere (a store of
+/// one's own with a defect) could be another process's number, or not fit the layout.
+fn check_claim(claim: &dyn Claim, range: &WorkerRange) -> Result<(), Error> {
+    let inside =
+        claim.datacenter() == range.datacenter() && range.workers().contains(&claim.worker());
+    if inside {
+        return Ok(());
+    }
+    Err(Error::LeaseStore {
+        reason: format!(
+            "the store handed out worker {} of datacenter {}, outside the range asked for ({range})",
+            claim.worker(),
+            claim.datacenter()
+        ),
+    })
+}
+
+/// The previous holder's mark to start after. When the store lost the number's history,
+/// a TTL after now on `clock`: every earlier holder's IDs are dated at or before its last
+/// mark, which it wrote at most a TTL after its last renewal, before now.
+fn previous_mark<C: Clock>(claim: &dyn Claim, clock: &C, ttl: Duration) -> Option<u64> {
+    let stored = claim.previous_mark_unix_ms();
+    if !claim.previous_mark_unknown() {
+        return stored;
+    }
+    let unknown = clock.now_unix_ms().saturating_add(millis(ttl));
+    Some(stored.unwrap_or(0).max(unknown))
 }
 
 /// A [`Generator`] whose worker number is held by lease from a [`LeaseStore`].
@@ -542,13 +601,13 @@ impl<C: Clock> Keeper<C> {
 
     /// The ceiling of a proven lease; notes when the lease ends at the earliest.
     fn ceiling(&self, sent_unix_ms: u64, mark_unix_ms: u64) -> u64 {
-        let lease_end = sent_unix_ms + millis(self.timing.ttl);
+        let lease_end = sent_unix_ms.saturating_add(millis(self.timing.ttl));
         self.marks
             .lease_end_unix_ms
             .store(lease_end, Ordering::Relaxed);
-        let valid_until = lease_end - millis(self.timing.margin);
+        let valid_until = lease_end.saturating_sub(millis(self.timing.margin));
         // The ceiling is exclusive; the mark is the last millisecond that may be used.
-        valid_until.min(mark_unix_ms + 1)
+        valid_until.min(mark_unix_ms.saturating_add(1))
     }
 
     /// Waits until the clock reads after the previous holder's mark, so the first ID does
@@ -557,7 +616,9 @@ impl<C: Clock> Keeper<C> {
         let Some(previous) = previous else {
             return Ok(());
         };
-        let behind_ms = (previous + 1).saturating_sub(self.generator.clock().now_unix_ms());
+        let behind_ms = previous
+            .saturating_add(1)
+            .saturating_sub(self.generator.clock().now_unix_ms());
         if behind_ms > millis(limit) {
             return Err(Error::ClockBehindMark { behind_ms });
         }
@@ -565,7 +626,9 @@ impl<C: Clock> Keeper<C> {
         while self.generator.clock().now_unix_ms() <= previous {
             if Instant::now() >= deadline {
                 return Err(Error::ClockBehindMark {
-                    behind_ms: (previous + 1).saturating_sub(self.generator.clock().now_unix_ms()),
+                    behind_ms: previous
+                        .saturating_add(1)
+                        .saturating_sub(self.generator.clock().now_unix_ms()),
                 });
             }
             std::thread::sleep(Duration::from_millis(1));
@@ -615,7 +678,8 @@ impl<C: Clock> Keeper<C> {
             return false;
         };
         let sent_unix_ms = self.generator.clock().now_unix_ms();
-        let mark = (sent_unix_ms + millis(self.timing.ttl))
+        let mark = sent_unix_ms
+            .saturating_add(millis(self.timing.ttl))
             .max(self.marks.written_unix_ms.load(Ordering::Relaxed));
         match held.renew(mark) {
             Ok(()) => {
@@ -665,36 +729,52 @@ impl<C: Clock> Keeper<C> {
             log::warn!("idgen: taking a new worker number failed: {error}");
             false
         };
-        let mut claim = match self.store.acquire(&self.range) {
+        let mut claim = match self
+            .store
+            .acquire(&self.range)
+            .and_then(|claim| check_claim(&*claim, &self.range).map(|()| claim))
+        {
             Ok(claim) => claim,
             Err(error) => return failed(error),
         };
-        let previous = claim.previous_mark_unix_ms().unwrap_or(0);
+        let previous = previous_mark(&*claim, self.generator.clock(), self.timing.ttl);
         // Our own IDs so far must stay below every later one too.
         let own = self
             .generator
             .high_water_mark()
             .map_or(0, |id| self.generator.decode(id).unix_ms);
-        let mark = (sent_unix_ms + millis(self.timing.ttl))
-            .max(previous)
+        let mark = sent_unix_ms
+            .saturating_add(millis(self.timing.ttl))
+            .max(previous.unwrap_or(0))
             .max(own);
         let moved = claim
             .renew(mark)
-            .and_then(|()| self.wait_past(claim.previous_mark_unix_ms(), self.timing.startup_wait))
+            .and_then(|()| self.wait_past(previous, self.timing.startup_wait))
             .and_then(|()| {
-                let ceiling = self.ceiling(sent_unix_ms, mark);
+                // Validity counts from after the wait.
+                let sent_unix_ms = self.generator.clock().now_unix_ms();
+                let renewed = sent_unix_ms
+                    .saturating_add(millis(self.timing.ttl))
+                    .max(mark);
+                claim.renew(renewed)?;
+                self.marks.written_unix_ms.store(renewed, Ordering::Relaxed);
+                let ceiling = self.ceiling(sent_unix_ms, renewed);
                 // The state moves past the previous mark before the new node is published.
-                self.generator
-                    .move_to(claim.datacenter(), claim.worker(), previous, ceiling)
+                self.generator.move_to(
+                    claim.datacenter(),
+                    claim.worker(),
+                    previous.unwrap_or(0),
+                    ceiling,
+                )
             });
         if let Err(error) = moved {
-            let _ = claim.release(previous);
+            // Nothing was issued as this number: its previous mark (never lower) is enough.
+            let _ = claim.release(previous.unwrap_or(0));
             return failed(error);
         }
-        self.marks.written_unix_ms.store(mark, Ordering::Relaxed);
         self.marks
             .previous_unix_ms
-            .store(previous, Ordering::Relaxed);
+            .store(previous.unwrap_or(0), Ordering::Relaxed);
         log::info!(
             "idgen: now issuing as worker {} of datacenter {}",
             claim.worker(),

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use idgen::Generator;
 use idgen::lease::{LeaseStore, LeasedGenerator, WorkerRange};
-use idgen::{Error, Generator};
 
 /// Environment variables a child reads (set by [`ChildSpec::spawn`]).
 pub const ENV_STORE: &str = "IDGEN_TEST_CHILD_STORE";
@@ -26,6 +26,12 @@ pub fn temp_dir(name: &str) -> PathBuf {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// A path for a new lease directory (inside a fresh [`temp_dir`]): `FileStore::open`
+/// creates it, and so initialises it.
+pub fn new_store_dir(name: &str) -> PathBuf {
+    temp_dir(name).join("leases")
 }
 
 /// How to start a child process of the current test binary.
@@ -119,8 +125,14 @@ impl ChildSpec<'_> {
 }
 
 impl RunningChild {
-    /// SIGKILL: no release, no flush, no destructor.
+    /// SIGKILL: no release, no flush, no destructor. Fails if the child had already exited
+    /// (it stops only when told to, so that was a failure).
     pub fn kill(mut self) {
+        if let Some(status) = self.child.try_wait().unwrap() {
+            let mut rest = String::new();
+            let _ = self.stdout.read_to_string(&mut rest);
+            panic!("the child exited ({status}) before it was killed: {rest}");
+        }
         self.child.kill().unwrap();
         self.child.wait().unwrap();
     }
@@ -185,7 +197,8 @@ pub fn child_main(store: impl LeaseStore + 'static) {
                 out.write_all(&buffer).unwrap();
                 written += ids.len() as u64;
             }
-            Err(Error::LeaseExpired { .. }) => {}
+            // No error is expected, LeaseExpired included: a holder that just took its
+            // number over is valid at once, and renewals keep it so.
             Err(error) => panic!("child: {error}"),
         }
         std::thread::sleep(Duration::from_millis(1));

@@ -19,6 +19,12 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// A path for a new lease directory (inside a fresh [`temp_dir`]): the first `idgen`
+/// that uses it creates it, and so initialises it.
+pub fn new_lease_dir(name: &str) -> PathBuf {
+    temp_dir(name).join("leases")
+}
+
 /// `idgen` with `args`, run to completion: (exit status, stdout, stderr).
 pub fn idgen(args: &[&str]) -> (ExitStatus, String, String) {
     let output = Command::new(BIN).args(args).output().unwrap();
@@ -38,10 +44,16 @@ pub struct Service {
 
 impl Service {
     pub fn start(lease_dir: &Path, extra: &[&str]) -> Service {
+        let mut args = vec!["--lease-dir", lease_dir.to_str().unwrap()];
+        args.extend(extra);
+        Service::start_with(&args)
+    }
+
+    /// `idgen serve --listen 127.0.0.1:0` with `args`.
+    pub fn start_with(args: &[&str]) -> Service {
         let mut child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0", "--lease-dir"])
-            .arg(lease_dir)
-            .args(extra)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

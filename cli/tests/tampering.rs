@@ -1,0 +1,203 @@
+//! Lease records and keys deleted, replaced or re-created under a live holder (an operator
+//! tidying "stale lock files", a cleanup script, `etcdctl del --prefix`): a second process
+//! must never issue as the same worker number while the first can still issue, so the two
+//! never share an ID. Real `idgen serve` processes, real files, a real etcd.
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Service, idgen, new_lease_dir};
+
+/// Both services answer `count=1000` requests for `for_how_long`; every ID either issued
+/// must be issued by one only. A 503 (a service between numbers) is allowed and counted;
+/// any other failure is not.
+fn assert_never_share_an_id(first: &Service, second: &Service, for_how_long: Duration) {
+    let collect = |service: &Service| {
+        let mut ids = Vec::new();
+        let mut refused = 0;
+        let deadline = Instant::now() + for_how_long;
+        while Instant::now() < deadline {
+            let reply = service.get("/v1/ids?count=1000");
+            match reply.status {
+                200 => ids.extend(reply.ids()),
+                503 => {
+                    assert!(reply.error().contains("not valid"), "{reply:?}");
+                    refused += 1;
+                }
+                _ => panic!("unexpected reply {reply:?}"),
+            }
+        }
+        (ids, refused)
+    };
+    let ((a, a_refused), (b, b_refused)) = thread::scope(|s| {
+        let a = s.spawn(|| collect(first));
+        let b = s.spawn(|| collect(second));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let seen: HashSet<u64> = a.iter().copied().collect();
+    let shared = b.iter().filter(|id| seen.contains(id)).count();
+    println!(
+        "{} IDs from the first ({a_refused} refusals), {} from the second ({b_refused}); {shared} shared",
+        a.len(),
+        b.len()
+    );
+    assert!(
+        a.len() > 10_000 && b.len() > 10_000,
+        "too few IDs to mean anything"
+    );
+    assert_eq!(shared, 0, "IDs issued by both services");
+}
+
+fn record(dir: &Path) -> std::path::PathBuf {
+    dir.join("dc0-worker0.lease")
+}
+
+#[test]
+fn a_deleted_record_under_a_live_holder_never_hands_its_number_to_a_second_process() {
+    let dir = new_lease_dir("tamper-delete");
+    let first = Service::start(&dir, &["--workers", "0-1"]);
+    assert_eq!(first.worker, 0);
+    std::fs::remove_file(record(&dir)).unwrap();
+    let second = Service::start(&dir, &["--workers", "0-1"]);
+    assert_eq!(second.worker, 1, "worker 0 is still held by a live process");
+    assert_never_share_an_id(&first, &second, Duration::from_millis(1_500));
+}
+
+#[test]
+fn a_replaced_or_recreated_record_under_a_live_holder_never_hands_its_number_over() {
+    for tamper in ["copy-over", "recreate-empty"] {
+        let dir = new_lease_dir(&format!("tamper-{tamper}"));
+        let first = Service::start(&dir, &["--workers", "0-1"]);
+        assert_eq!(first.worker, 0);
+        let path = record(&dir);
+        match tamper {
+            // An editor's save: a new file with the same bytes moved over the old one.
+            "copy-over" => {
+                let copy = dir.join("copy");
+                std::fs::copy(&path, &copy).unwrap();
+                std::fs::rename(&copy, &path).unwrap();
+            }
+            _ => {
+                std::fs::remove_file(&path).unwrap();
+                std::fs::write(&path, b"").unwrap();
+            }
+        }
+        let second = Service::start(&dir, &["--workers", "0-1"]);
+        assert_eq!(
+            second.worker, 1,
+            "{tamper}: worker 0 is held by a live process"
+        );
+        assert_never_share_an_id(&first, &second, Duration::from_millis(1_000));
+    }
+}
+
+#[test]
+fn a_lease_directory_deleted_whole_under_a_live_holder_never_hands_its_number_over() {
+    let dir = new_lease_dir("tamper-rm-rf");
+    let first = Service::start(&dir, &["--workers", "0-1"]);
+    assert_eq!(first.worker, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+    // The next process creates a brand-new store at the same path.
+    let second = Service::start(&dir, &["--workers", "0-1"]);
+    assert_eq!(second.worker, 1, "worker 0 is still held by a live process");
+    assert_never_share_an_id(&first, &second, Duration::from_millis(1_500));
+}
+
+#[test]
+fn a_directory_without_its_roster_is_refused_until_initialised() {
+    let dir = new_lease_dir("uninitialised");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lease_dir = dir.to_str().unwrap();
+    let (status, _, stderr) = idgen(&["next", "--lease-dir", lease_dir]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is not initialised"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("idgen leases init --lease-dir {lease_dir}")),
+        "{stderr}"
+    );
+    let (status, stdout, stderr) = idgen(&["leases", "init", "--lease-dir", lease_dir]);
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains("initialised the lease directory"));
+    let (status, stdout, _) = idgen(&["leases", "init", "--lease-dir", lease_dir]);
+    assert!(status.success());
+    assert!(stdout.contains("was initialised already"), "{stdout}");
+    // Every number counts as used before: the first holder waits a TTL, then issues.
+    let started = Instant::now();
+    let (status, stdout, stderr) = idgen(&["next", "--lease-dir", lease_dir]);
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.trim().parse::<u64>().is_ok());
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[cfg(feature = "etcd")]
+mod etcd {
+    use super::*;
+
+    fn endpoints() -> String {
+        std::env::var("IDGEN_ETCD_ENDPOINTS").expect(
+            "IDGEN_ETCD_ENDPOINTS is not set: run the tests through .ci/test, which starts etcd",
+        )
+    }
+
+    fn etcdctl(args: &[&str]) {
+        let status = std::process::Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", endpoints()))
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("etcdctl (Debian's etcd-client) is needed");
+        assert!(status.success());
+    }
+
+    #[test]
+    fn a_wiped_namespace_is_refused_until_initialised_and_never_hands_a_live_number_over() {
+        let endpoints = endpoints();
+        let namespace = format!("/idgen-cli-test/wipe-{}", std::process::id());
+        let etcd = [
+            "--etcd",
+            endpoints.as_str(),
+            "--namespace",
+            namespace.as_str(),
+        ];
+        let with_workers = |workers: &'static str| {
+            let mut args = etcd.to_vec();
+            args.extend(["--workers", workers]);
+            args
+        };
+        // A namespace never initialised is refused, with the command to run.
+        let mut next = vec!["next"];
+        next.extend(with_workers("0-1"));
+        let (status, _, stderr) = idgen(&next);
+        assert_eq!(status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("is not initialised"), "{stderr}");
+        assert!(stderr.contains("idgen leases init --etcd"), "{stderr}");
+        let mut init = vec!["leases", "init"];
+        init.extend(etcd);
+        let (status, stdout, stderr) = idgen(&init);
+        assert!(status.success(), "{stderr}");
+        assert!(stdout.contains("1024 marks written"), "{stdout}");
+
+        let first = Service::start_with(&with_workers("0-1"));
+        assert_eq!(first.worker, 0);
+        // An operator wipes the namespace: holder and mark keys, and the store key.
+        etcdctl(&["del", "--prefix", &namespace]);
+        let (status, _, stderr) = idgen(&next);
+        assert_eq!(status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("is not initialised"), "{stderr}");
+        let (status, _, stderr) = idgen(&init);
+        assert!(status.success(), "{stderr}");
+        // Worker 0's lease is still alive in the first process: the second takes worker 1.
+        let second = Service::start_with(&with_workers("0-1"));
+        assert_eq!(second.worker, 1, "worker 0 is still held by a live process");
+        assert_never_share_an_id(&first, &second, Duration::from_millis(3_000));
+    }
+}
