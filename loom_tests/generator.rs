@@ -293,3 +293,47 @@ fn moving_to_another_worker_number_never_crosses_either_mark() {
         }
     });
 }
+
+#[test]
+fn moving_to_a_lower_worker_number_with_an_older_mark_keeps_ids_increasing() {
+    // Inside one millisecond worker 0's IDs sort below worker 1's: after the move, the
+    // generator must start a fresh millisecond, whatever an issuer does meanwhile.
+    const OLD_MARK: u64 = T0 - 5;
+    loom::model(|| {
+        let clock = ManualClock::new(T0);
+        let generator = Arc::new(
+            Generator::builder()
+                .layout(Layout::new(51, 5, 5, 2).unwrap())
+                .clock(clock.clone())
+                .build()
+                .unwrap(),
+        );
+        generator.loom_set_tenure(0, 1, T0 + 100);
+        let first = generator.next_id().unwrap();
+        let issuer = {
+            let generator = generator.clone();
+            thread::spawn(move || {
+                let mut ids = Vec::new();
+                for _ in 0..2 {
+                    match generator.next_id() {
+                        Ok(id) => ids.push(id),
+                        Err(Error::LeaseExpired { .. }) => {}
+                        Err(error) => panic!("{error}"),
+                    }
+                }
+                ids
+            })
+        };
+        generator.loom_set_tenure(0, 1, 0);
+        generator.loom_move_to(0, OLD_MARK, T0 + 100).unwrap();
+        // The fresh millisecond is the next one: the clock gets there.
+        clock.set(T0 + 1);
+        // Every ID in the order the swaps succeeded: the first before the issuer started,
+        // the issuer's, then one after it finished.
+        let mut ids = vec![first];
+        ids.extend(issuer.join().unwrap());
+        ids.push(generator.next_id().unwrap());
+        assert_unique_and_increasing(std::slice::from_ref(&ids));
+        assert_eq!(generator.decode(*ids.last().unwrap()).worker, 0);
+    });
+}

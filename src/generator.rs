@@ -354,8 +354,9 @@ impl<C: Clock> Generator<C> {
     pub fn next_id(&self) -> Result<Id, Error> {
         // One attempt of the CAS loop, small enough to inline into the caller; anything
         // but a clean `Issue` won on the first swap goes through the full loop.
-        let tenure = self.tenure();
+        // The state first, then the tenure: see `reserve`.
         let state = self.state.load(Ordering::Acquire);
+        let tenure = self.tenure();
         if let Some(now_ms) = self.clock.recent_unix_ms().checked_sub(self.epoch_unix_ms)
             && let Step::Issue { first, next } = self.rules.advance(state, now_ms, 1)
             && self
@@ -451,21 +452,26 @@ impl<C: Clock> Generator<C> {
     /// ordered through memory (`ManualClock`, `MonotonicClock`'s catch-up) a call never
     /// mistakes another thread's fresher reading for the clock moving backwards.
     ///
-    /// The tenure is read once, before the state, and both the ceiling check and the IDs use
-    /// that one reading. A keeper that gives this generator a new node first moves the state
-    /// past the new node's mark, then publishes the tenure with Release; so a call that sees
-    /// the new node also sees the moved state, and a call still holding the old tenure is
-    /// bounded by the old ceiling, which lies below the mark the old node's next holder
-    /// starts after.
+    /// The tenure is read after the state, every time the state is read; the ceiling check
+    /// and the IDs use the reading that goes with the state swapped. A
+    /// keeper that gives this generator a new node first cuts the old ceiling to 0, then
+    /// moves the state into a fresh millisecond past the new node's mark (a swap that always
+    /// changes it), then publishes the new tenure with Release. So a call that sees the new
+    /// node can only win a swap on the moved state (the publication happened after the
+    /// move, and the swap after the reading); a call that read the old tenure after a state
+    /// from before the move can only win a swap on that state, before the move (its ID then lies below the fresh millisecond, and
+    /// below the old ceiling, which lies below the mark the old node's next holder starts
+    /// after); and every read of the tenure after the moved state sees ceiling 0 or the new
+    /// node.
     #[inline]
     fn reserve(&self, want: u64, waiting: Waiting) -> Result<(u64, u64, Tenure), Error> {
-        let tenure = self.tenure();
         let mut backoff = Backoff::new();
         let mut counted = false;
         // The fast path decides on the clock's cheap reading; anything but `Issue` is decided
         // again on the precise one, so a lagging reading never makes a call wait or fail.
         let mut precise = false;
         let mut state = self.state.load(Ordering::Acquire);
+        let mut tenure = self.tenure();
         loop {
             // Read the clock after the state, so the reading is at least as fresh as the
             // one the state was built from.
@@ -511,6 +517,7 @@ impl<C: Clock> Generator<C> {
                     }
                     backoff.snooze();
                     state = self.state.load(Ordering::Acquire);
+                    tenure = self.tenure();
                     continue;
                 }
                 Step::ClockBehind { behind_ms } => {
@@ -540,6 +547,8 @@ impl<C: Clock> Generator<C> {
                 }
                 Err(actual) => {
                     state = actual;
+                    // The state may have moved because the node did (see `move_to`).
+                    tenure = self.tenure();
                     backoff.spin();
                 }
             }
@@ -619,7 +628,10 @@ impl<C: Clock> Generator<C> {
     /// The fresh millisecond matters when the new node is a lower number: inside one
     /// millisecond a lower node's IDs sort below a higher node's, so going on in the
     /// millisecond of the last ID (which can lie ahead of both the clock and the mark when
-    /// borrowing ahead) would issue a smaller ID than the one before.
+    /// borrowing ahead) would issue a smaller ID than the one before. A call that still
+    /// holds the old tenure cannot take a slot of the fresh millisecond either: its
+    /// compare-and-swap expected a state from before the move, fails, and the retry reads
+    /// the tenure again (ceiling 0, or the new node).
     pub(crate) fn move_to(
         &self,
         datacenter: u64,
@@ -629,19 +641,17 @@ impl<C: Clock> Generator<C> {
     ) -> Result<(), Error> {
         let floor = first_slot_after(&self.layout, 0, Mark::UnixMs(past_unix_ms))?;
         let bits = self.rules.sequence_bits;
+        // Nothing more as the old node (the keeper has done this already when a number was
+        // lost): a call that reads the tenure after the swap below sees at least this.
+        let (old_datacenter, old_worker) = self.node_fields(self.tenure());
+        self.set_tenure(old_datacenter, old_worker, 0);
         let mut state = self.state.load(Ordering::Acquire);
         loop {
             // The first slot of the millisecond after the last one used (a state whose
             // sequence is 0 has used nothing of its millisecond yet).
-            let fresh = if state & self.sequence_mask == 0 {
-                state
-            } else {
-                ((state >> bits) + 1) << bits
-            };
-            let next = fresh.max(floor);
-            if next == state {
-                break;
-            }
+            // Always a change: a call that read the tenure before the move and the state
+            // before this swap then fails its own swap, and reads the tenure again.
+            let next = (((state >> bits) + 1) << bits).max(floor);
             match self
                 .state
                 .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)

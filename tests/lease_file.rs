@@ -385,6 +385,9 @@ impl Claim for FaultyClaim {
     fn previous_mark_unix_ms(&self) -> Option<u64> {
         self.inner.previous_mark_unix_ms()
     }
+    fn previous_mark_unknown(&self) -> bool {
+        self.inner.previous_mark_unknown()
+    }
     fn renew(&mut self, mark_unix_ms: u64) -> Result<(), Error> {
         let mut fault = self.fault.lock().unwrap();
         match *fault {
@@ -526,5 +529,52 @@ fn a_lost_number_is_replaced_by_a_new_one_and_ids_go_on_above_both_marks() {
     if stats.worker == 1 {
         assert!(first_decode(after) > 1_780_000_000_005);
     }
+    generator.release().unwrap();
+}
+
+#[test]
+fn moving_to_a_lower_number_after_a_loss_never_issues_a_smaller_id() {
+    // Borrowing ahead puts the state milliseconds ahead of the clock; the number is lost
+    // and the keeper takes a lower one whose mark is old. Inside one millisecond a lower
+    // node's IDs sort below a higher node's, so the next ID must start a fresh millisecond.
+    let dir = new_store_dir("lower");
+    let fault = Arc::new(Mutex::new(Fault::None));
+    let store = Faulty {
+        inner: FileStore::open(&dir).unwrap(),
+        fault: Arc::clone(&fault),
+    };
+    let now = 1_780_000_000_000;
+    let clock = ManualClock::new(now);
+    let mut blocker = FileStore::open(&dir)
+        .unwrap()
+        .acquire(&range("0-0"))
+        .unwrap();
+    let generator = LeasedGenerator::builder(store, range("0-1"))
+        .generator(
+            Generator::builder()
+                .clock(clock.clone())
+                .borrow_ahead_ms(10),
+        )
+        .renew_every(Duration::from_millis(20))
+        .acquire()
+        .unwrap();
+    assert_eq!(generator.worker(), 1);
+    let ids = generator.next_ids(3 * 4096 - 5).unwrap();
+    let last = *ids.last().unwrap();
+    assert_eq!(
+        first_decode(last),
+        now + 2,
+        "borrowed two milliseconds ahead"
+    );
+    blocker.release(now - 100).unwrap();
+    drop(blocker);
+    *fault.lock().unwrap() = Fault::LoseOnce;
+    wait_for("the move to worker 0", || {
+        generator.lease_stats().reacquisitions == 1
+    });
+    assert_eq!(generator.worker(), 0);
+    let next = generator.next_id().unwrap();
+    assert!(next > last, "{next} after {last}");
+    assert_eq!(first_decode(next), now + 3);
     generator.release().unwrap();
 }
