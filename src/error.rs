@@ -22,9 +22,15 @@ use std::fmt;
 /// discards the IDs it had reserved (they are never issued). Either way later calls return
 /// IDs above every ID issued before.
 ///
-/// [`Error::BeforeEpoch`] and [`Error::TimeExhausted`] count as permanent because they mean
-/// a misconfigured layout or clock; if they came from one bogus reading of a clock that is
-/// then corrected, the next call succeeds.
+/// [`Error::BeforeEpoch`] and [`Error::TimeExhausted`] count as permanent: they mean a
+/// misconfigured layout or clock, which retrying cannot fix. A refusal changes nothing, so
+/// once the clock is put right calls succeed again. A bogus reading that was *used* is
+/// another matter: IDs never go back, so after an ID dated in a millisecond the clock never
+/// really reached, the generator stays past it, and calls fail with
+/// [`Error::ClockMovedBackwards`] until the clock gets there (or, past the layout's end, with
+/// [`Error::TimeExhausted`] for good). [`MonotonicClock`](crate::MonotonicClock), the
+/// default, follows a large forward step of the wall clock only once it has lasted, so one
+/// bogus wall-clock reading never gets that far.
 ///
 /// The messages are part of the API and meant for operators; the fields are meant for code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

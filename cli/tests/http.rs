@@ -555,3 +555,84 @@ fn metric_value(metrics: &str, series: &str) -> u64 {
         .parse()
         .unwrap()
 }
+
+/// Runs `idgen serve` under libfaketime, its wall clock offset by what `offset_file` says
+/// (re-read at every reading), the monotonic clock left alone.
+fn start_under_faketime(lease_dir: &std::path::Path, offset_file: &std::path::Path) -> Service {
+    let library = ["x86_64-linux-gnu", "aarch64-linux-gnu", "."]
+        .iter()
+        .map(|arch| std::path::PathBuf::from(format!("/usr/lib/{arch}/faketime/libfaketime.so.1")))
+        .find(|path| path.exists())
+        .expect("libfaketime (Debian's faketime) is needed");
+    Service::start_in(
+        Command::new(common::BIN)
+            .env("LD_PRELOAD", library)
+            .env("FAKETIME_TIMESTAMP_FILE", offset_file)
+            .env("FAKETIME_NO_CACHE", "1")
+            .env("DONT_FAKE_MONOTONIC", "1")
+            .args(["serve", "--listen", "127.0.0.1:0", "--lease-dir"])
+            .arg(lease_dir),
+    )
+}
+
+/// Asks for IDs for `how_long` and returns how far each batch's newest ID is dated from
+/// this (unfaked) process's wall clock, in ms. With `lease_may_lapse`, a 503 for a lease
+/// that is not valid (its ceiling was passed by a clock that jumped ahead, until the next
+/// renewal) is skipped; any other failure fails the test.
+fn id_ages_for(
+    service: &Service,
+    how_long: std::time::Duration,
+    lease_may_lapse: bool,
+) -> Vec<i64> {
+    const EPOCH_UNIX_MS: i64 = 1_704_067_200_000;
+    let deadline = std::time::Instant::now() + how_long;
+    let mut ages = Vec::new();
+    while std::time::Instant::now() < deadline {
+        let reply = service.get("/v1/ids?count=10");
+        if lease_may_lapse && reply.status == 503 {
+            assert!(reply.error().contains("not valid"), "{reply:?}");
+            continue;
+        }
+        let ids = reply.ids();
+        let dated = (*ids.last().unwrap() >> 22) as i64 + EPOCH_UNIX_MS;
+        ages.push(dated - unix_ms_now() as i64);
+        thread::sleep(std::time::Duration::from_millis(5));
+    }
+    ages
+}
+
+#[test]
+fn a_wall_clock_spike_is_never_followed_and_a_lasting_step_is() {
+    let dir = temp_dir("clock-spike");
+    let offset = dir.join("offset");
+    std::fs::write(&offset, "+0").unwrap();
+    let service = start_under_faketime(&dir.join("leases"), &offset);
+    let within_a_second = |ages: &[i64]| ages.iter().all(|age| age.abs() < 1_000);
+    let before = id_ages_for(&service, std::time::Duration::from_millis(300), false);
+    assert!(within_a_second(&before), "{before:?}");
+    // The wall clock a day ahead for 0.6 s, then put right.
+    std::fs::write(&offset, "+1d").unwrap();
+    let during = id_ages_for(&service, std::time::Duration::from_millis(600), false);
+    std::fs::write(&offset, "+0").unwrap();
+    let after = id_ages_for(&service, std::time::Duration::from_millis(1_500), false);
+    assert!(within_a_second(&during), "followed the spike: {during:?}");
+    assert!(
+        within_a_second(&after),
+        "dated ahead after the spike: {after:?}"
+    );
+    // A step of 30 s that lasts (a resumed VM, a real correction) is followed once it has
+    // lasted two seconds.
+    std::fs::write(&offset, "+30").unwrap();
+    let lasting = id_ages_for(&service, std::time::Duration::from_millis(3_500), true);
+    let followed = lasting
+        .iter()
+        .filter(|age| (29_000..31_000).contains(*age))
+        .count();
+    assert!(followed > 0, "never followed: {lasting:?}");
+    assert!(
+        lasting[..lasting.len() / 2]
+            .iter()
+            .all(|age| age.abs() < 1_000),
+        "followed before it lasted: {lasting:?}"
+    );
+}

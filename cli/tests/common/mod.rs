@@ -51,9 +51,16 @@ impl Service {
 
     /// `idgen serve --listen 127.0.0.1:0` with `args`.
     pub fn start_with(args: &[&str]) -> Service {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
+        Service::start_in(
+            Command::new(BIN)
+                .args(["serve", "--listen", "127.0.0.1:0"])
+                .args(args),
+        )
+    }
+
+    /// Starts `command`, an `idgen serve` that listens on a port it prints.
+    pub fn start_in(command: &mut Command) -> Service {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
