@@ -11,8 +11,9 @@ use crate::layout_args::LayoutArgs;
 
 #[derive(Args, Clone)]
 pub struct LeaseArgs {
-    /// The lease directory shared by the idgen processes of this host (default: a folder
-    /// `idgen-leases` in the system temp dir).
+    /// The lease directory shared by the idgen processes of this host (default:
+    /// $XDG_STATE_HOME/idgen/leases, /var/lib/idgen/leases for root, else
+    /// ~/.local/state/idgen/leases; created private, 0700).
     #[arg(long, value_name = "DIR", conflicts_with = "etcd")]
     lease_dir: Option<PathBuf>,
     /// Lease worker numbers from etcd instead: client URLs, comma-separated (needs a build
@@ -51,15 +52,16 @@ impl LeaseArgs {
         if let Some(endpoints) = &self.etcd {
             return etcd_store(endpoints, &self.namespace);
         }
-        let dir = self.lease_dir.clone().unwrap_or_else(default_lease_dir);
-        let store = FileStore::open(&dir).map_err(|error| Failure::runtime(error.to_string()))?;
+        let store = match &self.lease_dir {
+            Some(dir) => FileStore::open(dir),
+            None => FileStore::open_default(),
+        };
+        let store = store.map_err(|error| match error {
+            idgen::Error::LeaseConfig { .. } => Failure::input(error.to_string()),
+            _ => Failure::runtime(error.to_string()),
+        })?;
         Ok(Box::new(store))
     }
-}
-
-/// Where `serve` and `next` lease from without `--lease-dir`.
-pub fn default_lease_dir() -> PathBuf {
-    std::env::temp_dir().join("idgen-leases")
 }
 
 #[derive(Args)]
@@ -84,7 +86,11 @@ impl InitArgs {
         if let Some(endpoints) = &self.etcd {
             return init_etcd(endpoints, &self.namespace, &layout);
         }
-        let dir = self.lease_dir.unwrap_or_else(default_lease_dir);
+        let dir = match self.lease_dir {
+            Some(dir) => dir,
+            None => idgen::lease::default_lease_dir()
+                .map_err(|error| Failure::input(error.to_string()))?,
+        };
         let written = FileStore::init(&dir).map_err(|error| Failure::runtime(error.to_string()))?;
         if written {
             println!("initialised the lease directory {}", dir.display());

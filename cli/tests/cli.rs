@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{idgen, new_lease_dir};
+use common::{idgen, idgen_with_env, new_lease_dir, temp_dir};
 
 #[test]
 fn next_prints_increasing_ids_in_each_format() {
@@ -138,4 +138,109 @@ fn layout_shows_the_arithmetic_and_refuses_bad_layouts() {
         assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+fn chmod(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn the_default_lease_directory_is_persistent_private_and_refused_when_others_may_write() {
+    let home = temp_dir("default-dir");
+    let state = home.join("state");
+    let env = [
+        ("XDG_STATE_HOME", state.as_path()),
+        ("TMPDIR", home.as_path()),
+    ];
+    let (status, stdout, stderr) = idgen_with_env(&["next"], &env);
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.trim().parse::<u64>().is_ok());
+    let dir = state.join("idgen/leases");
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join("dc0-worker0.lease")), 0o600);
+    // Its group may not write the default directory ...
+    chmod(&dir, 0o770);
+    let (status, _, stderr) = idgen_with_env(&["next"], &env);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("writable by its group"), "{stderr}");
+    // ... but may write one given explicitly (services under different users) ...
+    let explicit = dir.to_str().unwrap();
+    let (status, _, stderr) = idgen_with_env(&["next", "--lease-dir", explicit], &env);
+    assert!(status.success(), "{stderr}");
+    // ... and nobody else may write either, nor any record in it.
+    chmod(&dir, 0o777);
+    let (status, _, stderr) = idgen_with_env(&["next", "--lease-dir", explicit], &env);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("writable by any user"), "{stderr}");
+    chmod(&dir, 0o700);
+    chmod(&dir.join("dc0-worker0.lease"), 0o666);
+    let (status, _, stderr) =
+        idgen_with_env(&["next", "--lease-dir", explicit, "--workers", "0-0"], &env);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("dc0-worker0.lease is writable by any user"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_symbolic_link_planted_as_a_record_is_never_followed() {
+    let home = temp_dir("symlink");
+    let dir = home.join("leases");
+    let lease_dir = dir.to_str().unwrap();
+    let (status, _, stderr) = idgen(&["next", "--lease-dir", lease_dir, "--workers", "0-0"]);
+    assert!(status.success(), "{stderr}");
+    let target = home.join("elsewhere");
+    std::fs::write(&target, b"precious").unwrap();
+    let record = dir.join("dc0-worker0.lease");
+    std::fs::remove_file(&record).unwrap();
+    std::os::unix::fs::symlink(&target, &record).unwrap();
+    let (status, _, stderr) = idgen(&["next", "--lease-dir", lease_dir, "--workers", "0-0"]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("symbolic link"), "{stderr}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+}
+
+#[test]
+fn numbers_held_by_an_older_idgen_in_the_old_default_block_the_new_default() {
+    let home = temp_dir("legacy");
+    let state = home.join("state");
+    let old = home.join("idgen-leases");
+    std::fs::create_dir_all(&old).unwrap();
+    let record = old.join("dc0-worker0.lease");
+    std::fs::write(&record, b"").unwrap();
+    // An older idgen holding worker 0 there: a process with the record locked (flock).
+    let mut holder = std::process::Command::new("flock")
+        .arg("--close") // the lock stays with flock itself, and goes when it is killed
+        .arg(&record)
+        .args(["sleep", "30"])
+        .spawn()
+        .expect("flock (util-linux) is needed");
+    let env = [
+        ("XDG_STATE_HOME", state.as_path()),
+        ("TMPDIR", home.as_path()),
+    ];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let stderr = loop {
+        let (status, _, stderr) = idgen_with_env(&["next"], &env);
+        if !status.success() {
+            break stderr;
+        }
+        assert!(std::time::Instant::now() < deadline, "never refused");
+    };
+    assert!(
+        stderr.contains("an older idgen still holds worker numbers"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("dc0-worker0.lease"), "{stderr}");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let (status, _, stderr) = idgen_with_env(&["next"], &env);
+    assert!(status.success(), "{stderr}");
 }

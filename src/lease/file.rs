@@ -52,6 +52,44 @@ const ROSTER: &str = "store.idgen";
 pub struct FileStore {
     dir: PathBuf,
     ttl: Duration,
+    /// Whether a directory writable by its group is accepted (one given explicitly, for
+    /// services under different users; never the default one).
+    group_may_write: bool,
+}
+
+/// Where [`FileStore::open_default`] keeps its store, the first that applies:
+/// `$XDG_STATE_HOME/idgen/leases`, then `/var/lib/idgen/leases` for root, then
+/// `$HOME/.local/state/idgen/leases`. Persistent (a temp dir emptied at reboot would lose
+/// every mark, and with it the guard against a clock stepped back across the restart) and
+/// private to one user (a shared temp dir lets anyone forge, delete or hold records).
+pub fn default_lease_dir() -> Result<PathBuf, Error> {
+    if let Some(state) = std::env::var_os("XDG_STATE_HOME").filter(|dir| !dir.is_empty()) {
+        return Ok(PathBuf::from(state).join("idgen").join("leases"));
+    }
+    if effective_uid() == Some(0) {
+        return Ok(PathBuf::from("/var/lib/idgen/leases"));
+    }
+    match std::env::var_os("HOME").filter(|dir| !dir.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".local/state/idgen/leases")),
+        None => Err(Error::LeaseConfig {
+            reason: "no default lease directory: neither XDG_STATE_HOME nor HOME is set; give \
+                     one explicitly (--lease-dir)"
+                .to_string(),
+        }),
+    }
+}
+
+/// Where idgen kept its leases before the default moved: numbers held there by a running
+/// older idgen must not be taken again from the new default.
+pub fn legacy_lease_dir() -> PathBuf {
+    std::env::temp_dir().join("idgen-leases")
+}
+
+/// The effective user ID, from `/proc/self/status` (Linux); `None` elsewhere.
+fn effective_uid() -> Option<u32> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("Uid:"))?;
+    line.split_whitespace().nth(2)?.parse().ok()
 }
 
 impl FileStore {
@@ -61,14 +99,44 @@ impl FileStore {
     /// process opening it at the same moment sees either nothing or a whole store). An
     /// existing directory must hold a roster: otherwise it fails with
     /// [`Error::LeaseStoreUninitialised`], which says what to run.
+    ///
+    /// A directory (or a record in it) writable by users other than its owner and group is
+    /// refused: anyone could forge, delete or hold its records. A directory shared by one
+    /// group (`0770`) is accepted, for services under different users.
     pub fn open(dir: impl AsRef<Path>) -> Result<FileStore, Error> {
-        let dir = dir.as_ref().to_path_buf();
-        if fs::symlink_metadata(&dir).is_err() {
-            create_store(&dir)?;
+        FileStore::open_with(dir.as_ref(), true)
+    }
+
+    /// The store in [`default_lease_dir`], created private (`0700`) if missing. Besides what
+    /// [`FileStore::open`] refuses, this refuses a directory writable by its group, and a
+    /// symbolic link in place of the directory. It also refuses to start while an older
+    /// idgen still holds numbers in the old default, [`legacy_lease_dir`]: the new store
+    /// does not know of them.
+    pub fn open_default() -> Result<FileStore, Error> {
+        let dir = default_lease_dir()?;
+        check_legacy_dir(&legacy_lease_dir())?;
+        if let Ok(metadata) = fs::symlink_metadata(&dir)
+            && metadata.file_type().is_symlink()
+        {
+            return Err(Error::LeaseConfig {
+                reason: format!(
+                    "the default lease directory {} is a symbolic link; give the directory \
+                     itself (--lease-dir)",
+                    dir.display()
+                ),
+            });
+        }
+        FileStore::open_with(&dir, false)
+    }
+
+    fn open_with(dir: &Path, group_may_write: bool) -> Result<FileStore, Error> {
+        if fs::symlink_metadata(dir).is_err() {
+            create_store(dir)?;
         }
         let store = FileStore {
-            dir,
+            dir: dir.to_path_buf(),
             ttl: FILE_STORE_DEFAULT_TTL,
+            group_may_write,
         };
         store.check_dir()?;
         store.roster()?;
@@ -89,18 +157,21 @@ impl FileStore {
         let store = FileStore {
             dir: dir.to_path_buf(),
             ttl: FILE_STORE_DEFAULT_TTL,
+            group_may_write: true,
         };
         store.check_dir()?;
         if store.roster().is_ok() {
             return Ok(false);
         }
         let path = dir.join(ROSTER);
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(|error| io_error(&path, "create", &error))?;
+        // A roster that is there but cannot be trusted is replaced, never written through.
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(io_error(&path, "remove", &error)),
+        }
+        let mut file = private_file(&path).map_err(|error| io_error(&path, "create", &error))?;
+        store.make_private(&path, &file)?;
         file.write_all(Roster::EVERY_NUMBER.as_bytes())
             .and_then(|()| file.sync_all())
             .map_err(|error| io_error(&path, "write", &error))?;
@@ -133,12 +204,62 @@ impl FileStore {
 
     fn check_dir(&self) -> Result<(), Error> {
         match fs::metadata(&self.dir) {
-            Ok(metadata) if metadata.is_dir() => Ok(()),
+            Ok(metadata) if metadata.is_dir() => self.check_writers(&self.dir, &metadata),
             Ok(_) => Err(Error::LeaseConfig {
                 reason: format!("{} is not a directory", self.dir.display()),
             }),
             Err(error) => Err(io_error(&self.dir, "open the lease directory", &error)),
         }
+    }
+
+    /// Refuses a file or directory that others may write (and its group, unless allowed).
+    #[cfg(unix)]
+    fn check_writers(&self, path: &Path, metadata: &fs::Metadata) -> Result<(), Error> {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = metadata.permissions().mode();
+        let others = mode & 0o002 != 0;
+        let group = mode & 0o020 != 0 && !self.group_may_write;
+        if !others && !group {
+            return Ok(());
+        }
+        let who = if others { "any user" } else { "its group" };
+        Err(Error::LeaseConfig {
+            reason: format!(
+                "{} is writable by {who} (mode {:o}), who could forge, delete or hold lease \
+                 records; make it private (chmod {} {})",
+                path.display(),
+                mode & 0o7777,
+                if others && self.group_may_write {
+                    "o-w"
+                } else {
+                    "go-w"
+                },
+                path.display()
+            ),
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn check_writers(&self, _path: &Path, _metadata: &fs::Metadata) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// Record and roster files: readable and writable by the owner, and by the group when
+    /// the directory is shared with it.
+    #[cfg(unix)]
+    fn make_private(&self, path: &Path, file: &File) -> Result<(), Error> {
+        use std::os::unix::fs::PermissionsExt;
+        let shared = fs::metadata(&self.dir)
+            .map(|metadata| metadata.permissions().mode() & 0o020 != 0)
+            .unwrap_or(false);
+        let mode = if shared { 0o660 } else { 0o600 };
+        file.set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(|error| io_error(path, "set the permissions of", &error))
+    }
+
+    #[cfg(not(unix))]
+    fn make_private(&self, _path: &Path, _file: &File) -> Result<(), Error> {
+        Ok(())
     }
 
     fn uninitialised(&self, why: String) -> Error {
@@ -155,6 +276,13 @@ impl FileStore {
     /// Reads the roster.
     fn roster(&self) -> Result<Roster, Error> {
         let path = self.dir.join(ROSTER);
+        match fs::symlink_metadata(&path) {
+            Ok(metadata) if !metadata.file_type().is_file() => {
+                return Err(not_a_plain_file(&path));
+            }
+            Ok(metadata) => self.check_writers(&path, &metadata)?,
+            Err(_) => {}
+        }
         let text = match fs::read_to_string(&path) {
             Ok(text) => text,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -202,9 +330,17 @@ fn create_store(dir: &Path) -> Result<(), Error> {
         thread.trim_start_matches("ThreadId(").trim_end_matches(')')
     ));
     let _ = fs::remove_dir_all(&staging);
-    fs::create_dir(&staging).map_err(|error| io_error(&staging, "create", &error))?;
+    let mut builder = fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder
+        .create(&staging)
+        .map_err(|error| io_error(&staging, "create", &error))?;
     let roster = staging.join(ROSTER);
-    let written = File::create(&roster)
+    let written = private_file(&roster)
         .and_then(|mut file| {
             file.write_all(Roster::HEADER.as_bytes())?;
             file.sync_all()
@@ -218,6 +354,57 @@ fn create_store(dir: &Path) -> Result<(), Error> {
     });
     let _ = fs::remove_dir_all(&staging);
     placed
+}
+
+/// Creates a new file readable and writable by its owner only.
+fn private_file(path: &Path) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path)
+}
+
+/// Fails while a process holds a lock on any record in `dir`, the old default: an older
+/// idgen is issuing as that number, and a store elsewhere would not know.
+fn check_legacy_dir(dir: &Path) -> Result<(), Error> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Ok(());
+    };
+    let mut held = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_record = path
+            .extension()
+            .is_some_and(|extension| extension == "lease");
+        let plain = entry.file_type().is_ok_and(|kind| kind.is_file());
+        if !is_record || !plain {
+            continue;
+        }
+        let Ok(file) = File::open(&path) else {
+            continue;
+        };
+        if let Err(TryLockError::WouldBlock) = file.try_lock_shared() {
+            held.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    if held.is_empty() {
+        return Ok(());
+    }
+    held.sort();
+    Err(Error::LeaseConfig {
+        reason: format!(
+            "an older idgen still holds worker numbers in the old default lease directory {} \
+             ({}); stop it before starting with the new default, or pass --lease-dir {} to \
+             share its numbers",
+            dir.display(),
+            held.join(", "),
+            dir.display()
+        ),
+    })
 }
 
 /// Which numbers were ever handed out: `idgen-lease-store v1`, then one line per number
@@ -294,6 +481,7 @@ impl LeaseStore for FileStore {
             }
             Err(error) => return Err(io_error(&roster_path, "open", &error)),
         };
+        same_file(&roster_path, &roster_file)?;
         roster_file
             .lock()
             .map_err(|error| io_error(&roster_path, "lock", &error))?;
@@ -307,7 +495,14 @@ impl LeaseStore for FileStore {
                 continue;
             };
             let path = self.record_path(datacenter, worker);
-            let mut file = open_record(&path)?;
+            let (mut file, created) = open_record(&path)?;
+            if created {
+                self.make_private(&path, &file)?;
+            }
+            let metadata = file
+                .metadata()
+                .map_err(|error| io_error(&path, "stat", &error))?;
+            self.check_writers(&path, &metadata)?;
             match file.try_lock() {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => {
@@ -386,9 +581,9 @@ impl LeaseStore for FileStore {
     }
 }
 
-/// Opens a record, creating it if missing. Never follows a symbolic link: a planted link
-/// is an error, not a file written somewhere else.
-fn open_record(path: &Path) -> Result<File, Error> {
+/// Opens a record, creating it if missing; says whether this call created it. Never
+/// follows a symbolic link: a planted link is an error, not a file written somewhere else.
+fn open_record(path: &Path) -> Result<(File, bool), Error> {
     let mut options = OpenOptions::new();
     options.read(true).write(true);
     match fs::symlink_metadata(path) {
@@ -400,21 +595,28 @@ fn open_record(path: &Path) -> Result<File, Error> {
                 .open(path)
                 .map_err(|error| io_error(path, "open", &error))?;
             same_file(path, &file)?;
-            return Ok(file);
+            return Ok((file, false));
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
         Err(error) => return Err(io_error(path, "open", &error)),
     }
     // O_CREAT | O_EXCL: fails on any existing path, a dangling link included.
-    match options.clone().create_new(true).open(path) {
-        Ok(file) => Ok(file),
+    let mut creating = options.clone();
+    creating.create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        creating.mode(0o600);
+    }
+    match creating.open(path) {
+        Ok(file) => Ok((file, true)),
         // Created by someone else in between: theirs to lock.
         Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
             let file = options
                 .open(path)
                 .map_err(|error| io_error(path, "open", &error))?;
             same_file(path, &file)?;
-            Ok(file)
+            Ok((file, false))
         }
         Err(error) => Err(io_error(path, "create", &error)),
     }

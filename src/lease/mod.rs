@@ -23,7 +23,9 @@ mod file;
 
 #[cfg(feature = "etcd")]
 pub use etcd::{ETCD_DEFAULT_TTL, EtcdStore};
-pub use file::{FILE_STORE_DEFAULT_TTL, FileStore};
+pub use file::{
+    FILE_STORE_DEFAULT_TTL, FILE_STORE_MAX_TTL, FileStore, default_lease_dir, legacy_lease_dir,
+};
 
 use std::fmt;
 use std::ops::{Deref, RangeInclusive};

@@ -27,7 +27,16 @@ pub fn new_lease_dir(name: &str) -> PathBuf {
 
 /// `idgen` with `args`, run to completion: (exit status, stdout, stderr).
 pub fn idgen(args: &[&str]) -> (ExitStatus, String, String) {
-    let output = Command::new(BIN).args(args).output().unwrap();
+    idgen_with_env(args, &[])
+}
+
+/// As [`idgen`], with environment variables set.
+pub fn idgen_with_env(args: &[&str], env: &[(&str, &Path)]) -> (ExitStatus, String, String) {
+    let mut command = Command::new(BIN);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.args(args).output().unwrap();
     (
         output.status,
         String::from_utf8(output.stdout).unwrap(),
