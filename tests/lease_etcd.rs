@@ -318,3 +318,28 @@ fn bad_endpoints_namespaces_ttls_and_marks_get_clear_errors() {
     let error = runtime.block_on(async { store.acquire(&range("2-3")).unwrap_err() });
     assert!(matches!(error, Error::LeaseConfig { .. }), "{error:?}");
 }
+
+#[test]
+fn dropping_a_store_or_a_leased_generator_inside_a_tokio_runtime_never_panics() {
+    let namespace = namespace("tokio-drop");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    // acquire refuses inside the runtime with its clear error, and the store it consumed is
+    // dropped there too.
+    let inside_store = store(&endpoints(), &namespace);
+    let error = runtime
+        .block_on(async { LeasedGenerator::builder(inside_store, range("0-3")).acquire() })
+        .unwrap_err();
+    assert!(matches!(error, Error::LeaseConfig { .. }), "{error:?}");
+    assert!(error.to_string().contains("Tokio runtime"), "{error}");
+    // A leased generator built outside, used and dropped inside (an async service's state
+    // going out of scope): it cannot release from there, and says so, but does not panic.
+    let generator = LeasedGenerator::builder(store(&endpoints(), &namespace), range("0-3"))
+        .acquire()
+        .unwrap();
+    runtime.block_on(async move {
+        generator.next_id().unwrap();
+        drop(generator);
+    });
+}
