@@ -3,10 +3,10 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -24,9 +24,13 @@ use crate::{Failure, decoded_json, layout_json, parse_id};
 /// Request bodies above this are refused with 413: `{"count": N}` needs a few bytes.
 const MAX_BODY_BYTES: usize = 4 * 1024;
 
-/// Batches up to this size are made on the request's own task; larger ones may wait for
-/// the next millisecond, so they go to a blocking thread instead.
+/// Batches up to this size, and up to a quarter of one millisecond's sequence, are made on
+/// the request's own task; larger ones may wait for later milliseconds, so they go to a
+/// blocking thread instead of holding up an async worker.
 const INLINE_BATCH: usize = 1024;
+
+/// How long a request body may take to arrive.
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -36,6 +40,11 @@ pub struct ServeArgs {
     /// The largest `count` one request may ask for.
     #[arg(long, default_value_t = 10_000)]
     max_batch: usize,
+    /// After SIGINT or SIGTERM, how many seconds open requests get to finish before the
+    /// service stops anyway (a second signal stops it at once). The worker number is
+    /// released either way.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    shutdown_grace: u64,
     #[command(flatten)]
     lease: LeaseArgs,
     #[command(flatten)]
@@ -46,6 +55,8 @@ struct Service {
     generator: LeasedGenerator,
     layout: Layout,
     max_batch: usize,
+    /// Batches up to this size are made inline (see [`INLINE_BATCH`]).
+    inline_batch: usize,
     ids_issued: AtomicU64,
     /// Responses by status code, 100 to 599.
     responses: Vec<AtomicU64>,
@@ -62,6 +73,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         generator,
         layout,
         max_batch: args.max_batch,
+        inline_batch: INLINE_BATCH.min((layout.max_sequence() as usize + 1) / 4),
         ids_issued: AtomicU64::new(0),
         responses: (0..500).map(|_| AtomicU64::new(0)).collect(),
     });
@@ -69,9 +81,12 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|error| Failure::runtime(format!("cannot start the runtime: {error}")))?;
-    let served = runtime.block_on(serve(Arc::clone(&service), args.listen));
-    // Every connection is closed by now; the runtime goes before the lease is released.
-    drop(runtime);
+    let grace = Duration::from_secs(args.shutdown_grace);
+    let served = runtime.block_on(serve(Arc::clone(&service), args.listen, grace));
+    // Connections still open after the grace period are dropped with the runtime; a batch
+    // still running on a blocking thread gets a moment, and the runtime goes before the
+    // lease is released.
+    runtime.shutdown_timeout(Duration::from_secs(1));
     let released = match Arc::try_unwrap(service) {
         Ok(service) => service.generator.release(),
         Err(_) => Ok(()), // unreachable in practice; the drop releases it then
@@ -82,7 +97,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-async fn serve(service: Arc<Service>, listen: SocketAddr) -> Result<(), Failure> {
+async fn serve(service: Arc<Service>, listen: SocketAddr, grace: Duration) -> Result<(), Failure> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|error| Failure::runtime(format!("cannot listen on {listen}: {error}")))?;
@@ -96,15 +111,41 @@ async fn serve(service: Arc<Service>, listen: SocketAddr) -> Result<(), Failure>
         service.generator.datacenter()
     );
     let app = router(service);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|error| Failure::runtime(format!("the server failed: {error}")))
+    let stopping = Arc::new(tokio::sync::Notify::new());
+    let server = axum::serve(listener, app).with_graceful_shutdown({
+        let stopping = Arc::clone(&stopping);
+        async move {
+            shutdown_signal().await;
+            eprintln!("idgen: shutting down: finishing open requests");
+            stopping.notify_one();
+        }
+    });
+    // Graceful shutdown waits for every connection to close, which a slow or stalled
+    // client could put off for ever: after the grace period, or a second signal, stop.
+    let deadline = async {
+        stopping.notified().await;
+        tokio::select! {
+            _ = tokio::time::sleep(grace) => eprintln!(
+                "idgen: open requests did not finish within {} s; stopping anyway",
+                grace.as_secs()
+            ),
+            _ = shutdown_signal() => eprintln!("idgen: second signal; stopping now"),
+        }
+    };
+    tokio::select! {
+        served = server => served
+            .map_err(|error| Failure::runtime(format!("the server failed: {error}"))),
+        () = deadline => Ok(()),
+    }
 }
 
 fn router(service: Arc<Service>) -> Router {
     Router::new()
-        .route("/v1/ids", get(get_ids).post(post_ids))
+        // HEAD would run the GET handler and issue IDs nobody sees: not allowed.
+        .route(
+            "/v1/ids",
+            get(get_ids).post(post_ids).head(method_not_allowed),
+        )
         .route("/v1/ids/{id}/decode", get(decode))
         .route("/v1/layout", get(layout))
         .route("/healthz", get(healthz))
@@ -134,7 +175,6 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = interrupt.await;
-    eprintln!("idgen: shutting down: finishing open requests");
 }
 
 /// An error response: the status and `{"error": "..."}`.
@@ -179,7 +219,7 @@ async fn get_ids(
 async fn post_ids(
     State(service): State<Arc<Service>>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: axum::body::Body,
 ) -> Result<Response, ApiError> {
     let json_type = headers
         .get(header::CONTENT_TYPE)
@@ -192,17 +232,7 @@ async fn post_ids(
             "the body must be JSON, sent with Content-Type: application/json".into(),
         ));
     }
-    let body = body.map_err(|rejection| {
-        let status = rejection.status();
-        if status == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError(
-                status,
-                format!("the body is larger than {MAX_BODY_BYTES} bytes"),
-            )
-        } else {
-            ApiError(status, format!("cannot read the body: {rejection}"))
-        }
-    })?;
+    let body = read_body(body).await?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|error| ApiError::bad(format!("malformed JSON: {error}")))?;
     let Value::Object(fields) = value else {
@@ -217,8 +247,38 @@ async fn post_ids(
     issue(service, count).await
 }
 
+/// The whole body, at most [`MAX_BODY_BYTES`], within [`BODY_READ_TIMEOUT`].
+async fn read_body(body: axum::body::Body) -> Result<Bytes, ApiError> {
+    let read = tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        axum::body::to_bytes(body, MAX_BODY_BYTES),
+    );
+    match read.await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(error)) => {
+            let too_large = std::error::Error::source(&error)
+                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+            if too_large {
+                Err(ApiError(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the body is larger than {MAX_BODY_BYTES} bytes"),
+                ))
+            } else {
+                Err(ApiError::bad(format!("cannot read the body: {error}")))
+            }
+        }
+        Err(_) => Err(ApiError(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the body did not arrive within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
+
 async fn issue(service: Arc<Service>, count: usize) -> Result<Response, ApiError> {
-    let ids = if count <= INLINE_BATCH {
+    let ids = if count <= service.inline_batch {
         service.generator.next_ids(count)
     } else {
         let service = Arc::clone(&service);
@@ -281,6 +341,11 @@ fn count_from_json(value: &Value, max: usize) -> Result<usize, ApiError> {
         )));
     }
     match number.as_f64() {
+        // A whole number written with a fraction part or an exponent (5.0, 5e3): JSON does
+        // not tell them apart from 5 and 5000. Beyond 2^53 a float is not exact: too large.
+        Some(float) if float.fract() == 0.0 && (1.0..=9_007_199_254_740_992.0).contains(&float) => {
+            check_count(float as u64, max)
+        }
         Some(float) if float.fract() == 0.0 && float >= 1.0 => check_count(u64::MAX, max),
         Some(float) if float < 1.0 && float.fract() == 0.0 => Err(ApiError::bad(format!(
             "count must be at least 1; got {number}"

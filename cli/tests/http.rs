@@ -636,3 +636,124 @@ fn a_wall_clock_spike_is_never_followed_and_a_lasting_step_is() {
         "followed before it lasted: {lasting:?}"
     );
 }
+
+#[test]
+fn head_issues_nothing_and_whole_numbers_with_a_fraction_part_are_counts() {
+    let dir = new_lease_dir("head");
+    let service = Service::start(&dir, &[]);
+    let head = service.request("HEAD", "/v1/ids?count=5", &[], b"");
+    assert_eq!(head.status, 405);
+    let metrics = service.get("/metrics").body;
+    assert!(metrics.contains("idgen_ids_issued_total 0\n"), "{metrics}");
+    assert_eq!(
+        service
+            .post_json("/v1/ids", r#"{"count": 5.0}"#)
+            .ids()
+            .len(),
+        5
+    );
+    assert_eq!(
+        service
+            .post_json("/v1/ids", r#"{"count": 2e3}"#)
+            .ids()
+            .len(),
+        2000
+    );
+    let fraction = service.post_json("/v1/ids", r#"{"count": 5.5}"#);
+    assert_eq!(fraction.status, 400);
+    assert!(
+        fraction.error().contains("whole number"),
+        "{}",
+        fraction.error()
+    );
+}
+
+#[test]
+fn batches_that_wait_for_the_clock_never_hold_up_other_requests() {
+    // Two IDs per millisecond: three batches of 1,000 share the clock for 1.5 s. Made on the
+    // async workers (two on a 2-core machine), they would hold up every other request.
+    let dir = new_lease_dir("blocking");
+    let service = Service::start(&dir, &["--time-bits", "52", "--sequence-bits", "1"]);
+    let slowest = thread::scope(|s| {
+        let batches: Vec<_> = (0..3)
+            .map(|_| s.spawn(|| service.get("/v1/ids?count=1000").ids().len()))
+            .collect();
+        thread::sleep(std::time::Duration::from_millis(100));
+        let mut slowest = std::time::Duration::ZERO;
+        for _ in 0..10 {
+            let started = std::time::Instant::now();
+            assert_eq!(service.get("/healthz").status, 200);
+            slowest = slowest.max(started.elapsed());
+            thread::sleep(std::time::Duration::from_millis(30));
+        }
+        for batch in batches {
+            assert_eq!(batch.join().unwrap(), 1000);
+        }
+        slowest
+    });
+    // A blocked worker would keep /healthz waiting for most of a second.
+    assert!(
+        slowest < std::time::Duration::from_millis(400),
+        "{slowest:?}"
+    );
+}
+
+/// Opens a connection and sends the start of a request, never the end.
+fn stall(service: &Service, partial: &[u8]) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(service.address).unwrap();
+    stream.write_all(partial).unwrap();
+    stream
+}
+
+#[test]
+fn a_stalled_client_cannot_hold_up_shutdown_and_a_second_signal_stops_at_once() {
+    // One grace period: a client that never finishes its request headers.
+    let dir = new_lease_dir("stalled");
+    let service = Service::start(&dir, &["--workers", "3-3", "--shutdown-grace", "1"]);
+    let _stalled = stall(&service, b"GET /v1/ids?count=1 HTTP/1.1\r\nHost: x\r\n");
+    thread::sleep(std::time::Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    let status = service.terminate();
+    assert!(status.success(), "{status}");
+    println!("stopped {:?} after SIGTERM", started.elapsed());
+    let (status, _, stderr) = idgen(&[
+        "next",
+        "--lease-dir",
+        dir.to_str().unwrap(),
+        "--workers",
+        "3-3",
+    ]);
+    assert!(status.success(), "released: {stderr}");
+
+    // A second signal: no waiting for the (default, 10 s) grace period.
+    let service = Service::start(&dir, &["--workers", "3-3"]);
+    let _stalled = stall(&service, b"POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"co");
+    thread::sleep(std::time::Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    common::signal(service.child.id(), "TERM");
+    thread::sleep(std::time::Duration::from_millis(300));
+    common::signal(service.child.id(), "TERM");
+    let status = service.wait_for_exit();
+    assert!(status.success(), "{status}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_body_that_never_arrives_is_answered_408() {
+    let dir = new_lease_dir("slow-body");
+    let service = Service::start(&dir, &[]);
+    let mut stream = stall(&service, b"POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{\"co");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut reply = String::new();
+    use std::io::Read;
+    let _ = stream.read_to_string(&mut reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(reply.contains("did not arrive"), "{reply}");
+}
