@@ -684,9 +684,11 @@ impl<C: Clock> Generator<C> {
     }
 
     /// The largest ID this generator has used or stands behind: issued, reserved by a batch,
-    /// skipped over, or the ID it was resumed after. Every ID issued later is greater, so
-    /// it is the mark to persist and to [`Builder::resume_after`] on a restart. `None`
-    /// before the first ID of a generator built without an ID mark.
+    /// skipped over, or covered by its resume mark (the ID it was resumed after, or, after
+    /// [`Builder::resume_after_unix_ms`], the last ID of that millisecond on this node).
+    /// Every ID issued later is greater, so it is the mark to persist and to
+    /// [`Builder::resume_after`] on a restart. `None` only before the first ID of a
+    /// generator built with no resume mark at all.
     pub fn high_water_mark(&self) -> Option<Id> {
         let tenure = self.tenure();
         let next_free = self.state.load(Ordering::Acquire);

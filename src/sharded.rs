@@ -138,6 +138,15 @@ impl<C: Clock + Clone> ShardedBuilder<C> {
         self
     }
 
+    /// Resumes every shard after a millisecond (Unix) in which an earlier holder of this
+    /// worker range may have issued IDs: each shard starts in the millisecond after it. Use
+    /// the latest of the shards' marks, for example the time of the last ID a previous run
+    /// issued, or a lease's mark.
+    pub fn resume_after_unix_ms(mut self, unix_ms: u64) -> Self {
+        self.generator = self.generator.resume_after_unix_ms(unix_ms);
+        self
+    }
+
     /// Checks the configuration and builds every shard.
     ///
     /// Fails with [`Error::ShardWorkers`] when there are no shards or the worker range is

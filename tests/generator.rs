@@ -537,6 +537,27 @@ fn the_high_water_mark_never_falls_below_the_resume_mark() {
 }
 
 #[test]
+fn the_high_water_mark_of_a_generator_resumed_after_a_millisecond_is_that_millisecond() {
+    let clock = ManualClock::new(T0);
+    let fresh = Generator::builder().clock(clock.clone()).build().unwrap();
+    assert_eq!(fresh.high_water_mark(), None);
+    let resumed = Generator::builder()
+        .worker(5)
+        .clock(clock.clone())
+        .resume_after_unix_ms(T0 - 10)
+        .build()
+        .unwrap();
+    // Before any ID: the last ID of the mark's millisecond on this node, as documented.
+    let mark = resumed.high_water_mark().unwrap();
+    let parts = resumed.decode(mark);
+    assert_eq!(
+        (parts.unix_ms, parts.worker, parts.sequence),
+        (T0 - 10, 5, 4095)
+    );
+    assert!(resumed.next_id().unwrap() > mark);
+}
+
+#[test]
 fn extreme_layouts_work_end_to_end() {
     // One bit of time (2 ms of life) with 62 of sequence, and 62 of time with 1 of sequence.
     for (time, sequence) in [(1u32, 62u32), (62, 1)] {

@@ -296,6 +296,8 @@ fn bad_endpoints_namespaces_ttls_and_marks_get_clear_errors() {
         Duration::from_millis(1_500),
         Duration::from_millis(2_500),
         Duration::ZERO,
+        Duration::from_secs(24 * 60 * 60 + 1),
+        Duration::MAX,
     ] {
         assert!(store(&endpoints(), &namespace).with_ttl(ttl).is_err());
     }

@@ -11,7 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use idgen::lease::{Claim, FileStore, LeaseState, LeaseStore, LeasedGenerator, WorkerRange};
-use idgen::{Error, Generator, Layout, ManualClock};
+use idgen::{Clock, Error, Generator, Layout, ManualClock};
 use leases::{ChildSpec, finish_end_to_end, max_id, new_store_dir, temp_dir};
 
 const CHILD: &str = "child_process";
@@ -314,11 +314,22 @@ fn settings_that_make_no_sense_are_refused_with_a_reason() {
     // A file where the directory should be.
     fs::write(dir.join("plain-file"), b"").unwrap();
     assert!(FileStore::open(dir.join("plain-file")).is_err());
+    for ttl in [
+        Duration::from_millis(10),
+        Duration::MAX,
+        idgen::lease::FILE_STORE_MAX_TTL * 2,
+    ] {
+        let error = FileStore::open(&dir).unwrap().with_ttl(ttl).unwrap_err();
+        assert!(
+            matches!(error, Error::LeaseConfig { .. }),
+            "{ttl:?}: {error:?}"
+        );
+    }
     assert!(
         FileStore::open(&dir)
             .unwrap()
-            .with_ttl(Duration::from_millis(10))
-            .is_err()
+            .with_ttl(idgen::lease::FILE_STORE_MAX_TTL)
+            .is_ok()
     );
     // Renewing as often as the TTL leaves no validity.
     let error = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-1"))
@@ -577,4 +588,58 @@ fn moving_to_a_lower_number_after_a_loss_never_issues_a_smaller_id() {
     assert!(next > last, "{next} after {last}");
     assert_eq!(first_decode(next), now + 3);
     generator.release().unwrap();
+}
+
+#[test]
+fn a_far_future_mark_on_the_lowest_number_is_skipped_not_a_block_on_the_range() {
+    let dir = new_store_dir("far-mark");
+    let now = idgen::SystemClock.now_unix_ms();
+    for (worker, far) in [(0, now + 3_600_000), (1, u64::MAX)] {
+        let mut claim = FileStore::open(&dir)
+            .unwrap()
+            .acquire(&range(&worker.to_string()))
+            .unwrap();
+        claim.release(far).unwrap();
+    }
+    let generator = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-2"))
+        .acquire()
+        .unwrap();
+    assert_eq!(generator.worker(), 2);
+    generator.next_id().unwrap();
+    generator.release().unwrap();
+    // The numbers set aside keep their marks, and alone they are a clear error.
+    let store = FileStore::open(&dir).unwrap();
+    let claim = store.acquire(&range("0-0")).unwrap();
+    assert_eq!(claim.previous_mark_unix_ms(), Some(now + 3_600_000));
+    drop(claim);
+    let error = LeasedGenerator::builder(store, range("0-1"))
+        .acquire()
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::ClockBehindMark { behind_ms } if behind_ms > 3_590_000),
+        "{error:?}"
+    );
+}
+
+/// A store of one's own with a defect: it hands out a number outside the range asked for.
+#[derive(Debug)]
+struct Stray(FileStore);
+
+impl LeaseStore for Stray {
+    fn ttl(&self) -> Duration {
+        self.0.ttl()
+    }
+    fn acquire(&self, _range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
+        self.0.acquire(&range("31-31"))
+    }
+}
+
+#[test]
+fn a_store_that_hands_out_a_number_outside_the_range_is_refused() {
+    let dir = new_store_dir("stray");
+    let error = LeasedGenerator::builder(Stray(FileStore::open(&dir).unwrap()), range("0-3"))
+        .acquire()
+        .unwrap_err();
+    assert!(matches!(error, Error::LeaseStore { .. }), "{error:?}");
+    assert!(error.to_string().contains("outside the range"), "{error}");
 }

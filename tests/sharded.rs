@@ -120,3 +120,35 @@ fn stats_add_up_over_the_shards() {
     }
     assert_eq!(sharded.stats().sequence_exhausted, 2);
 }
+
+#[test]
+fn every_shard_resumes_after_a_millisecond_mark() {
+    let now = idgen::DEFAULT_EPOCH_UNIX_MS + 1_000_000;
+    let clock = ManualClock::new(now);
+    // An earlier run of the same worker range issued IDs up to 50 ms ahead of this clock
+    // (stepped back since): no shard issues before the clock has passed that mark.
+    let sharded = ShardedGenerator::builder()
+        .workers(0..4)
+        .shards(4)
+        .clock(clock.clone())
+        .clock_back_tolerance_ms(100)
+        .resume_after_unix_ms(now + 50)
+        .build()
+        .unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                let wait = sharded.try_next_id();
+                assert!(
+                    matches!(wait, Err(Error::WouldBlock { wait_ms: 51 })),
+                    "{wait:?}"
+                );
+            });
+        }
+    });
+    clock.set(now + 51);
+    let per_thread = run(4, || (0..100).map(|_| sharded.next_id().unwrap()).collect());
+    for ids in &per_thread {
+        assert!(ids.iter().all(|&id| sharded.decode(id).unix_ms == now + 51));
+    }
+}

@@ -41,6 +41,10 @@ impl LeaseArgs {
         range
             .check(&layout)
             .map_err(|error| Failure::input(error.to_string()))?;
+        // A layout whose epoch is still to come is bad input, found before any lease.
+        layout
+            .check_epoch(idgen::Clock::now_unix_ms(&idgen::SystemClock))
+            .map_err(|error| Failure::input(error.to_string()))?;
         let store = self.store()?;
         LeasedGenerator::builder(store, range)
             .generator(Generator::builder().layout(layout))

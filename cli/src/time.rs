@@ -1,13 +1,20 @@
 //! RFC 3339 timestamps in UTC with milliseconds, both ways, without a date library: the
 //! service needs only this one format.
 
-/// `2026-10-11T12:35:21.659Z` for a Unix millisecond.
+/// `2026-10-11T12:35:21.659Z` for a Unix millisecond. Years after 9999, which RFC 3339
+/// cannot write, take ISO 8601's expanded form with a sign and six digits
+/// (`+010000-01-01T00:00:00.000Z`), as JavaScript's `Date` writes and reads them.
 pub fn rfc3339_ms(unix_ms: u64) -> String {
     let (days, ms_of_day) = (unix_ms / 86_400_000, unix_ms % 86_400_000);
     let (year, month, day) = civil_from_days(days as i64);
     let seconds = ms_of_day / 1000;
+    let year = if year > 9999 {
+        format!("+{year:06}")
+    } else {
+        format!("{year:04}")
+    };
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        "{year}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
         seconds / 3600,
         seconds / 60 % 60,
         seconds % 60,
@@ -15,10 +22,15 @@ pub fn rfc3339_ms(unix_ms: u64) -> String {
     )
 }
 
-/// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z` (UTC only) into Unix milliseconds.
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z` (UTC only), or the expanded `+YYYYYY-...` form of a
+/// year after 9999, into Unix milliseconds.
 pub fn parse_rfc3339_ms(text: &str) -> Result<u64, String> {
     let bad = || format!("{text:?} is not a UTC time like 2024-01-01T00:00:00Z");
     let rest = text.strip_suffix('Z').ok_or_else(bad)?;
+    let (rest, year_width) = match rest.strip_prefix('+') {
+        Some(rest) => (rest, 6),
+        None => (rest, 4),
+    };
     let (date, clock) = rest.split_once('T').ok_or_else(bad)?;
     let (clock, millis) = match clock.split_once('.') {
         Some((clock, fraction)) if (1..=3).contains(&fraction.len()) => {
@@ -28,14 +40,22 @@ pub fn parse_rfc3339_ms(text: &str) -> Result<u64, String> {
         Some(_) => return Err(bad()),
         None => (clock, 0),
     };
+    // Each field exactly as wide as given; the expanded year at least six digits.
     let numbers = |part: &str, separator: char, widths: [usize; 3]| -> Option<Vec<u64>> {
         let fields: Vec<&str> = part.split(separator).collect();
-        if fields.len() != 3 || fields.iter().zip(widths).any(|(f, w)| f.len() != w) {
+        let fits = |(i, (field, width)): (usize, (&&str, usize))| {
+            field.len() == width || (i == 0 && width == 6 && field.len() > 6)
+        };
+        if fields.len() != 3 || !fields.iter().zip(widths).enumerate().all(fits) {
             return None;
         }
         fields.iter().map(|f| digits(f)).collect()
     };
-    let date = numbers(date, '-', [4, 2, 2]).ok_or_else(bad)?;
+    let date = numbers(date, '-', [year_width, 2, 2]).ok_or_else(bad)?;
+    // The expanded form is only for years the plain one cannot write.
+    if year_width == 6 && date[0] <= 9999 {
+        return Err(bad());
+    }
     let clock = numbers(clock, ':', [2, 2, 2]).ok_or_else(bad)?;
     let (year, month, day) = (date[0], date[1], date[2]);
     let days_in_month = match month {
@@ -55,7 +75,11 @@ pub fn parse_rfc3339_ms(text: &str) -> Result<u64, String> {
         return Err(bad());
     }
     let days = days_from_civil(year as i64, month, day) as u64;
-    Ok(days * 86_400_000 + (clock[0] * 3600 + clock[1] * 60 + clock[2]) * 1000 + millis)
+    let seconds = days * 86_400 + clock[0] * 3600 + clock[1] * 60 + clock[2];
+    seconds
+        .checked_mul(1000)
+        .and_then(|ms| ms.checked_add(millis))
+        .ok_or_else(bad)
 }
 
 fn digits(text: &str) -> Option<u64> {
@@ -114,6 +138,33 @@ mod tests {
             parse_rfc3339_ms("2024-01-01T00:00:00.5Z"),
             Ok(1_704_067_200_500)
         );
+    }
+
+    #[test]
+    fn years_after_9999_take_the_expanded_form_and_round_trip() {
+        let year_10000 = 253_402_300_800_000;
+        assert_eq!(rfc3339_ms(year_10000), "+010000-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_ms(year_10000 - 1), "9999-12-31T23:59:59.999Z");
+        for ms in [
+            year_10000,
+            year_10000 + 86_400_123,
+            1 << 61,
+            u64::MAX / 1000,
+        ] {
+            assert_eq!(
+                parse_rfc3339_ms(&rfc3339_ms(ms)),
+                Ok(ms),
+                "{}",
+                rfc3339_ms(ms)
+            );
+        }
+        for bad in [
+            "+009999-01-01T00:00:00Z",
+            "+10000-01-01T00:00:00Z",
+            "+-10000-01-01T00:00:00Z",
+        ] {
+            assert!(parse_rfc3339_ms(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

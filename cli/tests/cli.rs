@@ -244,3 +244,20 @@ fn numbers_held_by_an_older_idgen_in_the_old_default_block_the_new_default() {
     let (status, _, stderr) = idgen_with_env(&["next"], &env);
     assert!(status.success(), "{stderr}");
 }
+
+#[test]
+fn an_epoch_still_to_come_is_bad_input() {
+    let dir = new_lease_dir("future-epoch");
+    let lease_dir = dir.to_str().unwrap();
+    for command in ["next", "serve"] {
+        let (status, _, stderr) = idgen(&[
+            command,
+            "--lease-dir",
+            lease_dir,
+            "--epoch",
+            "2999-01-01T00:00:00Z",
+        ]);
+        assert_eq!(status.code(), Some(2), "{command}: {stderr}");
+        assert!(stderr.contains("in the future"), "{command}: {stderr}");
+    }
+}

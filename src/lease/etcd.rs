@@ -120,11 +120,15 @@ impl EtcdStore {
     }
 
     /// Sets the TTL: whole seconds, at least 2 (etcd rounds shorter leases up to 2 s, which
-    /// would let a number stay taken longer than its holder believes).
+    /// would let a number stay taken longer than its holder believes), at most a day (a
+    /// crashed holder's number stays taken for a TTL).
     pub fn with_ttl(mut self, ttl: Duration) -> Result<EtcdStore, Error> {
-        if ttl.subsec_nanos() != 0 || ttl < Duration::from_secs(2) {
+        let day = Duration::from_secs(24 * 60 * 60);
+        if ttl.subsec_nanos() != 0 || ttl < Duration::from_secs(2) || ttl > day {
             return Err(Error::LeaseConfig {
-                reason: format!("an etcd TTL must be whole seconds, at least 2; got {ttl:?}"),
+                reason: format!(
+                    "an etcd TTL must be whole seconds, from 2 s to a day; got {ttl:?}"
+                ),
             });
         }
         self.ttl = ttl;

@@ -363,9 +363,7 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         let (generator_builder, clock, layout) = self.generator.resolved_parts();
         self.range.check(&layout)?;
         let sent_unix_ms = clock.now_unix_ms();
-        let mut claim = self.store.acquire(&self.range)?;
-        check_claim(&*claim, &self.range)?;
-        let previous = previous_mark(&*claim, &clock, timing.ttl);
+        let (mut claim, previous) = take_number(&*self.store, &self.range, &clock, &timing)?;
         let mark = sent_unix_ms
             .saturating_add(millis(timing.ttl))
             .max(previous.unwrap_or(0));
@@ -444,6 +442,62 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
             keeper,
             thread: Some(thread),
         })
+    }
+}
+
+/// Takes the lowest free number of `range` whose previous mark the clock can pass within
+/// the startup wait, and that mark (see [`previous_mark`]). A number with a mark further
+/// ahead (a holder whose clock ran far ahead, a bogus record) is held aside while the store
+/// is asked again, so it never blocks the rest of the range, then given back unchanged.
+/// When every free number is that far ahead, fails with [`Error::ClockBehindMark`].
+fn take_number<C: Clock>(
+    store: &dyn LeaseStore,
+    range: &WorkerRange,
+    clock: &C,
+    timing: &Timing,
+) -> Result<(Box<dyn Claim>, Option<u64>), Error> {
+    let mut set_aside: Vec<(Box<dyn Claim>, u64)> = Vec::new();
+    let taken = loop {
+        let claim = match store.acquire(range) {
+            Ok(claim) => claim,
+            Err(error) => break Err(error),
+        };
+        if let Err(error) = check_claim(&*claim, range) {
+            break Err(error);
+        }
+        let previous = previous_mark(&*claim, clock, timing.ttl);
+        let behind_ms = previous.map_or(0, |previous| {
+            previous
+                .saturating_add(1)
+                .saturating_sub(clock.now_unix_ms())
+        });
+        if behind_ms <= millis(timing.startup_wait) {
+            break Ok((claim, previous));
+        }
+        log::warn!(
+            "idgen: worker {} of datacenter {} has a mark {behind_ms} ms ahead of the clock; \
+             trying another number",
+            claim.worker(),
+            claim.datacenter()
+        );
+        set_aside.push((claim, previous.unwrap_or(0)));
+    };
+    let nearest = set_aside
+        .iter()
+        .map(|(_, previous)| {
+            previous
+                .saturating_add(1)
+                .saturating_sub(clock.now_unix_ms())
+        })
+        .min();
+    for (mut claim, previous) in set_aside {
+        let _ = claim.release(previous);
+    }
+    match (taken, nearest) {
+        (Err(Error::LeaseRangeFull { .. }), Some(behind_ms)) => {
+            Err(Error::ClockBehindMark { behind_ms })
+        }
+        (taken, _) => taken,
     }
 }
 
@@ -731,15 +785,15 @@ impl<C: Clock> Keeper<C> {
             log::warn!("idgen: taking a new worker number failed: {error}");
             false
         };
-        let mut claim = match self
-            .store
-            .acquire(&self.range)
-            .and_then(|claim| check_claim(&*claim, &self.range).map(|()| claim))
-        {
-            Ok(claim) => claim,
+        let (mut claim, previous) = match take_number(
+            &*self.store,
+            &self.range,
+            self.generator.clock(),
+            &self.timing,
+        ) {
+            Ok(taken) => taken,
             Err(error) => return failed(error),
         };
-        let previous = previous_mark(&*claim, self.generator.clock(), self.timing.ttl);
         // Our own IDs so far must stay below every later one too.
         let own = self
             .generator
