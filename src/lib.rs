@@ -56,8 +56,10 @@
 //!
 //! # Clock behaviour
 //!
-//! - The default [`MonotonicClock`] never goes backwards inside a process, and jumps forward
-//!   to the wall clock when that is found ahead of it (see its docs). [`RecentClock`] adds a
+//! - The default [`MonotonicClock`] never goes backwards inside a process. It jumps forward
+//!   to the wall clock when that is found ahead of it: at once for a step of up to a
+//!   second (an NTP correction), and only once a larger step has lasted 2 s (a resumed VM),
+//!   so a wall clock that is wrong for a moment never dates later IDs ahead (see its docs). [`RecentClock`] adds a
 //!   background thread that caches its reading, so the fast path costs one atomic load
 //!   instead of a clock read; the generator checks the precise reading before it ever waits
 //!   or refuses, so the cache's lag (about a millisecond on a machine with a core to spare,
@@ -121,7 +123,10 @@ mod sharded;
 mod state;
 mod sync;
 
-pub use clock::{Clock, ManualClock, MonotonicClock, SystemClock, WALL_CHECK_INTERVAL_MS};
+pub use clock::{
+    Clock, ManualClock, MonotonicClock, SystemClock, WALL_CHECK_INTERVAL_MS, WALL_SMALL_STEP_MS,
+    WALL_STEP_CONFIRM_MS,
+};
 pub use error::{Error, Field, ParseIdError};
 pub use generator::{Builder, DEFAULT_CLOCK_BACK_TOLERANCE_MS, Generator, Stats};
 pub use id::{Base32, Id};
