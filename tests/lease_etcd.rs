@@ -41,7 +41,9 @@ fn store(endpoints: &str, namespace: &str) -> EtcdStore {
         .unwrap()
         .with_ttl(Duration::from_secs(2))
         .unwrap();
-    store.init(0..=0, 0..=31).unwrap();
+    // Marks a TTL ahead of an hour ago: already passed, so nothing waits for them.
+    let an_hour_ago = idgen::SystemClock.now_unix_ms() - 3_600_000;
+    store.init(0..=0, 0..=31, an_hour_ago).unwrap();
     store
 }
 
@@ -344,4 +346,66 @@ fn dropping_a_store_or_a_leased_generator_inside_a_tokio_runtime_never_panics() 
         generator.next_id().unwrap();
         drop(generator);
     });
+}
+
+#[test]
+fn a_holder_whose_lease_ran_out_never_passes_for_its_successor() {
+    // The lease ID is the number's; after A's lease runs out (a partition, a paused VM), B
+    // is granted the same ID. A's renewal and release must not pass for B's.
+    let namespace = namespace("lapsed");
+    let a_store = store(&endpoints(), &namespace);
+    let mut a = a_store.acquire(&range("0-0")).unwrap();
+    let now = idgen::SystemClock.now_unix_ms();
+    a.renew(now + 2_000).unwrap();
+    thread::sleep(Duration::from_millis(3_500)); // no keep-alive: A's lease ends
+    let b_store = store(&endpoints(), &namespace);
+    let mut b = b_store.acquire(&range("0-0")).unwrap();
+    assert_eq!(b.worker(), 0);
+    assert_eq!(b.previous_mark_unix_ms(), Some(now + 2_000));
+    b.renew(now + 10_000).unwrap();
+    let error = a.renew(now + 20_000).unwrap_err();
+    assert!(matches!(error, Error::LeaseLost { .. }), "{error:?}");
+    // A's release is a no-op: it neither lowers B's mark nor frees B's number.
+    a.release(1).unwrap();
+    b.renew(now + 10_000).unwrap();
+    assert!(matches!(
+        b_store.acquire(&range("0-0")),
+        Err(Error::LeaseRangeFull { held: 1, .. })
+    ));
+    b.release(now + 10_000).unwrap();
+    let c = b_store.acquire(&range("0-0")).unwrap();
+    assert_eq!(c.previous_mark_unix_ms(), Some(now + 10_000));
+}
+
+#[test]
+fn a_deleted_mark_makes_the_next_holder_wait_a_ttl() {
+    let namespace = namespace("deleted-mark");
+    let store = store(&endpoints(), &namespace);
+    let mut first = store.acquire(&range("0-0")).unwrap();
+    assert!(!first.previous_mark_unknown());
+    first.release(idgen::SystemClock.now_unix_ms()).unwrap();
+    let status = std::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={}", endpoints()))
+        .args(["del", &format!("{namespace}/dc/0/mark/0")])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("etcdctl (Debian's etcd-client) is needed");
+    assert!(status.success());
+    // The history is lost: the leased generator takes the previous mark to be a TTL (2 s)
+    // after it took the number, waits it out, and is then valid at once.
+    let started = Instant::now();
+    let before = idgen::SystemClock.now_unix_ms();
+    let generator = LeasedGenerator::builder(store, range("0-0"))
+        .acquire()
+        .unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(1_900),
+        "{:?}",
+        started.elapsed()
+    );
+    let previous = generator.lease_stats().previous_mark_unix_ms.unwrap();
+    assert!(previous >= before + 2_000, "{previous} vs {before}");
+    generator.next_id().unwrap();
+    generator.release().unwrap();
 }

@@ -1,6 +1,7 @@
 //! The lease flags of `serve` and `next`: where the worker number comes from.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 use idgen::lease::{FileStore, LeaseStore, LeasedGenerator, WorkerRange};
@@ -29,6 +30,38 @@ pub struct LeaseArgs {
     /// The worker numbers this process may take, `A-B` (default: all of the layout's).
     #[arg(long, value_name = "A-B")]
     workers: Option<String>,
+    /// The lease's TTL, such as `3s`, `500ms` or `1m` (default: 3s on the file store, 30s
+    /// on etcd, which takes whole seconds from 2s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    lease_ttl: Option<Duration>,
+}
+
+/// `500ms`, `3s`, `5m`, `1h`: a whole number and a unit.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let canonical = !number.is_empty() && (number == "0" || !number.starts_with('0'));
+    let number: u64 = match number.parse() {
+        Ok(number) if canonical => number,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a duration such as 500ms, 3s or 5m"
+            ));
+        }
+    };
+    let unit_ms = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(format!("{text:?}: the unit must be ms, s, m or h")),
+    };
+    number
+        .checked_mul(unit_ms)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{text:?} is too long"))
 }
 
 impl LeaseArgs {
@@ -54,11 +87,15 @@ impl LeaseArgs {
 
     fn store(&self) -> Result<Box<dyn LeaseStore>, Failure> {
         if let Some(endpoints) = &self.etcd {
-            return etcd_store(endpoints, &self.namespace);
+            return etcd_store(endpoints, &self.namespace, self.lease_ttl);
         }
         let store = match &self.lease_dir {
             Some(dir) => FileStore::open(dir),
             None => FileStore::open_default(),
+        };
+        let store = match self.lease_ttl {
+            Some(ttl) => store.and_then(|store| store.with_ttl(ttl)),
+            None => store,
         };
         let store = store.map_err(|error| match error {
             idgen::Error::LeaseConfig { .. } => Failure::input(error.to_string()),
@@ -79,6 +116,10 @@ pub struct InitArgs {
     /// The etcd key prefix.
     #[arg(long, default_value = "/idgen", requires = "etcd")]
     namespace: String,
+    /// The lease TTL of the processes that use the store (etcd: the marks written for
+    /// numbers that have none lie this far ahead).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    lease_ttl: Option<Duration>,
     /// The layout of the processes that use the store: etcd gets a mark for every number.
     #[command(flatten)]
     layout: LayoutArgs,
@@ -88,7 +129,7 @@ impl InitArgs {
     pub fn run(self) -> Result<(), Failure> {
         let layout = self.layout.layout()?;
         if let Some(endpoints) = &self.etcd {
-            return init_etcd(endpoints, &self.namespace, &layout);
+            return init_etcd(endpoints, &self.namespace, self.lease_ttl, &layout);
         }
         let dir = match self.lease_dir {
             Some(dir) => dir,
@@ -109,27 +150,52 @@ impl InitArgs {
 }
 
 #[cfg(feature = "etcd")]
-fn init_etcd(endpoints: &str, namespace: &str, layout: &Layout) -> Result<(), Failure> {
-    let endpoints: Vec<&str> = endpoints.split(',').collect();
-    let store = idgen::lease::EtcdStore::connect(&endpoints, namespace)
-        .map_err(|error| Failure::runtime(error.to_string()))?;
+fn init_etcd(
+    endpoints: &str,
+    namespace: &str,
+    ttl: Option<Duration>,
+    layout: &Layout,
+) -> Result<(), Failure> {
+    let store = connect_etcd(endpoints, namespace, ttl)?;
+    let now = idgen::Clock::now_unix_ms(&idgen::SystemClock);
     let written = store
-        .init(0..=layout.max_datacenter(), 0..=layout.max_worker())
+        .init(0..=layout.max_datacenter(), 0..=layout.max_worker(), now)
         .map_err(|error| Failure::runtime(error.to_string()))?;
     println!("initialised the etcd namespace {namespace}: {written} marks written");
     Ok(())
 }
 
 #[cfg(not(feature = "etcd"))]
-fn init_etcd(_endpoints: &str, _namespace: &str, _layout: &Layout) -> Result<(), Failure> {
-    etcd_store("", "").map(|_| ())
+fn init_etcd(
+    _endpoints: &str,
+    _namespace: &str,
+    _ttl: Option<Duration>,
+    _layout: &Layout,
+) -> Result<(), Failure> {
+    etcd_store("", "", None).map(|_| ())
 }
 
 #[cfg(feature = "etcd")]
-fn etcd_store(endpoints: &str, namespace: &str) -> Result<Box<dyn LeaseStore>, Failure> {
+fn etcd_store(
+    endpoints: &str,
+    namespace: &str,
+    ttl: Option<Duration>,
+) -> Result<Box<dyn LeaseStore>, Failure> {
+    connect_etcd(endpoints, namespace, ttl).map(|store| Box::new(store) as Box<dyn LeaseStore>)
+}
+
+#[cfg(feature = "etcd")]
+fn connect_etcd(
+    endpoints: &str,
+    namespace: &str,
+    ttl: Option<Duration>,
+) -> Result<idgen::lease::EtcdStore, Failure> {
     let endpoints: Vec<&str> = endpoints.split(',').collect();
     idgen::lease::EtcdStore::connect(&endpoints, namespace)
-        .map(|store| Box::new(store) as Box<dyn LeaseStore>)
+        .and_then(|store| match ttl {
+            Some(ttl) => store.with_ttl(ttl),
+            None => Ok(store),
+        })
         .map_err(|error| match error {
             idgen::Error::LeaseConfig { .. } => Failure::input(error.to_string()),
             _ => Failure::runtime(error.to_string()),
@@ -137,7 +203,11 @@ fn etcd_store(endpoints: &str, namespace: &str) -> Result<Box<dyn LeaseStore>, F
 }
 
 #[cfg(not(feature = "etcd"))]
-fn etcd_store(_endpoints: &str, _namespace: &str) -> Result<Box<dyn LeaseStore>, Failure> {
+fn etcd_store(
+    _endpoints: &str,
+    _namespace: &str,
+    _ttl: Option<Duration>,
+) -> Result<Box<dyn LeaseStore>, Failure> {
     Err(Failure::input(
         "this idgen was built without etcd support; build it with --features etcd \
          (which needs protoc and the well-known .proto files: Debian's protobuf-compiler \

@@ -241,8 +241,18 @@ fn numbers_held_by_an_older_idgen_in_the_old_default_block_the_new_default() {
     assert!(stderr.contains("dc0-worker0.lease"), "{stderr}");
     holder.kill().unwrap();
     holder.wait().unwrap();
-    let (status, _, stderr) = idgen_with_env(&["next"], &env);
-    assert!(status.success(), "{stderr}");
+    // Once the old holder is gone (its forked child may hold the lock a moment longer, until
+    // it closes the descriptor), the new default is usable.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (status, _, stderr) = idgen_with_env(&["next"], &env);
+        if status.success() {
+            break;
+        }
+        assert!(stderr.contains("an older idgen"), "{stderr}");
+        assert!(std::time::Instant::now() < deadline, "{stderr}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -259,5 +269,28 @@ fn an_epoch_still_to_come_is_bad_input() {
         ]);
         assert_eq!(status.code(), Some(2), "{command}: {stderr}");
         assert!(stderr.contains("in the future"), "{command}: {stderr}");
+    }
+}
+
+#[test]
+fn lease_ttls_are_durations_checked_against_the_store() {
+    let dir = new_lease_dir("ttl");
+    let lease_dir = dir.to_str().unwrap();
+    let (status, _, stderr) = idgen(&["next", "--lease-dir", lease_dir, "--lease-ttl", "500ms"]);
+    assert!(status.success(), "{stderr}");
+    for (ttl, message) in [
+        ("3", "unit"),
+        ("3 s", "unit"),
+        ("-3s", "not a duration"),
+        ("03s", "not a duration"),
+        ("99999999999999999999h", "not a duration"),
+        ("9999999999999999h", "too long"),
+        ("50ms", "outside 100 ms"),
+        ("2d", "unit"),
+    ] {
+        let flag = format!("--lease-ttl={ttl}");
+        let (status, _, stderr) = idgen(&["next", "--lease-dir", lease_dir, &flag]);
+        assert_eq!(status.code(), Some(2), "{ttl}: {stderr}");
+        assert!(stderr.contains(message), "{ttl}: {stderr}");
     }
 }

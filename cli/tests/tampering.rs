@@ -167,6 +167,8 @@ mod etcd {
             endpoints.as_str(),
             "--namespace",
             namespace.as_str(),
+            "--lease-ttl",
+            "2s",
         ];
         let with_workers = |workers: &'static str| {
             let mut args = etcd.to_vec();

@@ -13,6 +13,7 @@ use etcd_client::{
 
 use super::{Claim, LeaseStore, WorkerRange};
 use crate::error::Error;
+use crate::sync::{AtomicU64, Ordering};
 
 /// etcd's default TTL here, as the issue of leases asks: 30 s, renewed every 10 s.
 pub const ETCD_DEFAULT_TTL: Duration = Duration::from_secs(30);
@@ -135,33 +136,39 @@ impl EtcdStore {
         Ok(self)
     }
 
-    /// Initialises the namespace for `idgen leases init`: writes a mark of 0 for every
-    /// number of `datacenters` × `workers` that has none (marks that exist are kept), then
-    /// the namespace's `store` key. Returns how many marks were written.
+    /// Initialises the namespace for `idgen leases init`: writes a mark for every number of
+    /// `datacenters` × `workers` that has none (marks that exist are kept), then the
+    /// namespace's `store` key. Returns how many marks were written.
     ///
-    /// From then on a missing mark means a deleted one, and the number's next holder waits
-    /// a TTL; a namespace without its `store` key (never initialised, or wiped with
-    /// `etcdctl del --prefix`) is refused with [`Error::LeaseStoreUninitialised`]. Running
-    /// it again is harmless. Running it on a wiped namespace while old holders still run is
-    /// safe too: each number's lease ID keeps it from a second holder until the first has
-    /// stopped.
+    /// A missing mark may have been deleted with its holder's history (a wiped namespace
+    /// looks like a new one), so the mark written is `now_unix_ms` plus the store's TTL: a
+    /// number taken within a TTL of `init` waits until then, and one taken later does not
+    /// wait at all. From then on a missing mark means a deleted one, and the number's next
+    /// holder waits a TTL; a namespace without its `store` key (never initialised, or wiped
+    /// with `etcdctl del --prefix`) is refused with [`Error::LeaseStoreUninitialised`].
+    /// Running it again is harmless. Running it on a wiped namespace while old holders
+    /// still run is safe too: each number's lease ID keeps it from a second holder until
+    /// the first has stopped.
     pub fn init(
         &self,
         datacenters: RangeInclusive<u64>,
         workers: RangeInclusive<u64>,
+        now_unix_ms: u64,
     ) -> Result<u64, Error> {
+        let mark = now_unix_ms
+            .saturating_add(u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX))
+            .to_string();
         let mut client = self.connection.client.clone();
         let mut written = 0;
         let numbers: Vec<(u64, u64)> = datacenters
             .flat_map(|dc| workers.clone().map(move |worker| (dc, worker)))
             .collect();
-        // etcd allows 128 operations per transaction by default.
         for (datacenter, worker) in numbers {
             let key = self.mark_key(datacenter, worker);
             let created = self.run(async {
                 let txn = Txn::new()
                     .when(vec![Compare::version(key.as_str(), CompareOp::Equal, 0)])
-                    .and_then(vec![TxnOp::put(key.as_str(), "0", None)]);
+                    .and_then(vec![TxnOp::put(key.as_str(), mark.as_str(), None)]);
                 Ok(timed(client.txn(txn)).await?.succeeded())
             })?;
             written += u64::from(created);
@@ -274,7 +281,11 @@ impl LeaseStore for EtcdStore {
             }
             let holder = self.holder_key(datacenter, worker);
             let mark_key = self.mark_key(datacenter, worker);
-            let value = format!("pid {} on {}", std::process::id(), host_name());
+            // The holder key's value names this claim alone: the lease ID is the number's,
+            // so a holder whose lease ran out and was granted again to a successor would
+            // otherwise pass for that successor.
+            let token = claim_token();
+            let value = token.clone();
             let claimed = self.run(async {
                 let txn = Txn::new()
                     .when(vec![
@@ -340,6 +351,7 @@ impl LeaseStore for EtcdStore {
                 datacenter,
                 worker,
                 holder,
+                token,
                 mark_key,
                 lease: Some(lease),
                 previous,
@@ -379,6 +391,8 @@ struct EtcdClaim {
     datacenter: u64,
     worker: u64,
     holder: String,
+    /// The holder key's value written by this claim (see `claim_token`).
+    token: String,
     mark_key: String,
     /// The etcd lease, until released.
     lease: Option<i64>,
@@ -394,24 +408,65 @@ impl EtcdClaim {
         }
     }
 
-    /// Writes the mark if, and only if, the holder key still carries our lease.
+    /// Writes the mark if, and only if, the holder key is still this claim's: our token,
+    /// on our lease.
     async fn write_mark(
         client: &mut Client,
-        holder: &str,
-        mark_key: &str,
-        lease: i64,
+        claim: &Ours,
         mark_unix_ms: u64,
         delete_holder: bool,
     ) -> Result<bool, String> {
-        let mut then = vec![TxnOp::put(mark_key, mark_unix_ms.to_string(), None)];
+        let mut then = vec![TxnOp::put(
+            claim.mark_key.as_str(),
+            mark_unix_ms.to_string(),
+            None,
+        )];
         if delete_holder {
-            then.push(TxnOp::delete(holder, None));
+            then.push(TxnOp::delete(claim.holder.as_str(), None));
         }
         let txn = Txn::new()
-            .when(vec![Compare::lease(holder, CompareOp::Equal, lease)])
+            .when(vec![
+                Compare::value(
+                    claim.holder.as_str(),
+                    CompareOp::Equal,
+                    claim.token.as_str(),
+                ),
+                Compare::lease(claim.holder.as_str(), CompareOp::Equal, claim.lease),
+            ])
             .and_then(then);
         Ok(timed(client.txn(txn)).await?.succeeded())
     }
+
+    fn ours(&self, lease: i64) -> Ours {
+        Ours {
+            holder: self.holder.clone(),
+            token: self.token.clone(),
+            mark_key: self.mark_key.clone(),
+            lease,
+        }
+    }
+}
+
+/// What proves a claim is still ours, owned so a request future can carry it.
+struct Ours {
+    holder: String,
+    token: String,
+    mark_key: String,
+    lease: i64,
+}
+
+/// A value no other claim has: this process and host, the time, and a per-process count.
+fn claim_token() -> String {
+    static CLAIMS: AtomicU64 = AtomicU64::new(0);
+    let count = CLAIMS.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    format!(
+        "pid {} on {} claim {nanos}-{count}",
+        std::process::id(),
+        host_name()
+    )
 }
 
 impl Claim for EtcdClaim {
@@ -436,7 +491,7 @@ impl Claim for EtcdClaim {
             return Err(self.lost());
         };
         let mut client = self.connection.client.clone();
-        let (holder, mark_key) = (self.holder.clone(), self.mark_key.clone());
+        let ours = self.ours(lease);
         let still_ours = self.connection.run(async move {
             let kept = async {
                 let (mut keeper, mut responses) = timed(client.lease_keep_alive(lease)).await?;
@@ -456,7 +511,7 @@ impl Claim for EtcdClaim {
             if !alive {
                 return Ok(false);
             }
-            EtcdClaim::write_mark(&mut client, &holder, &mark_key, lease, mark_unix_ms, false).await
+            EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, false).await
         })?;
         if still_ours {
             Ok(())
@@ -471,11 +526,13 @@ impl Claim for EtcdClaim {
             return Ok(());
         };
         let mut client = self.connection.client.clone();
-        let (holder, mark_key) = (self.holder.clone(), self.mark_key.clone());
+        let ours = self.ours(lease);
         self.connection.run(async move {
-            EtcdClaim::write_mark(&mut client, &holder, &mark_key, lease, mark_unix_ms, true)
-                .await?;
-            timed(client.lease_revoke(lease)).await?;
+            // Revoke only a lease proven ours: the number's lease ID may have passed to a
+            // successor after ours ran out.
+            if EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, true).await? {
+                timed(client.lease_revoke(lease)).await?;
+            }
             Ok(())
         })
     }

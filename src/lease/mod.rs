@@ -401,9 +401,10 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
             wake: Condvar::new(),
         };
         keeper.grant(claim.datacenter(), claim.worker(), sent_unix_ms, mark);
-        *keeper.lock_claim() = Some(claim);
         let waited = previous.is_some();
-        if let Err(error) = keeper.wait_past(previous, timing.startup_wait) {
+        let wait = keeper.wait_past(previous, timing.startup_wait, &mut *claim, mark);
+        *keeper.lock_claim() = Some(claim);
+        if let Err(error) = wait {
             let _ = keeper.release();
             return Err(error);
         }
@@ -668,10 +669,19 @@ impl<C: Clock> Keeper<C> {
 
     /// Waits until the clock reads after the previous holder's mark, so the first ID does
     /// not fail with a clock-behind error; gives up if that is further than `limit` away.
-    fn wait_past(&self, previous: Option<u64>, limit: Duration) -> Result<(), Error> {
+    /// Renews `claim` with `mark` every renewal interval meanwhile, so that a wait as long
+    /// as a TTL never lets the claim's own lease run out (etcd).
+    fn wait_past(
+        &self,
+        previous: Option<u64>,
+        limit: Duration,
+        claim: &mut dyn Claim,
+        mark: u64,
+    ) -> Result<(), Error> {
         let Some(previous) = previous else {
             return Ok(());
         };
+        let mut next_renewal = Instant::now() + self.timing.renew_every;
         let behind_ms = previous
             .saturating_add(1)
             .saturating_sub(self.generator.clock().now_unix_ms());
@@ -686,6 +696,10 @@ impl<C: Clock> Keeper<C> {
                         .saturating_add(1)
                         .saturating_sub(self.generator.clock().now_unix_ms()),
                 });
+            }
+            if Instant::now() >= next_renewal {
+                claim.renew(mark)?;
+                next_renewal = Instant::now() + self.timing.renew_every;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -805,7 +819,7 @@ impl<C: Clock> Keeper<C> {
             .max(own);
         let moved = claim
             .renew(mark)
-            .and_then(|()| self.wait_past(previous, self.timing.startup_wait))
+            .and_then(|()| self.wait_past(previous, self.timing.startup_wait, &mut *claim, mark))
             .and_then(|()| {
                 // Validity counts from after the wait.
                 let sent_unix_ms = self.generator.clock().now_unix_ms();
