@@ -41,8 +41,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 10_000)]
     max_batch: usize,
     /// After SIGINT or SIGTERM, how many seconds open requests get to finish before the
-    /// service stops anyway (a second signal stops it at once). The worker number is
-    /// released either way.
+    /// service stops anyway (a second signal stops it at once). The worker number is then
+    /// released, unless a batch is still being made: it is then left to expire.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     shutdown_grace: u64,
     #[command(flatten)]
@@ -88,12 +88,23 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     // lease is released.
     runtime.shutdown_timeout(Duration::from_secs(1));
     let released = match Arc::try_unwrap(service) {
-        Ok(service) => service.generator.release(),
-        Err(_) => Ok(()), // unreachable in practice; the drop releases it then
+        Ok(service) => service.generator.release().map(|()| true),
+        // A batch still running on a blocking thread: the number cannot be released under
+        // it. The process exits; the lock goes with it, and the mark written a TTL ahead
+        // keeps a successor after every ID the batch may still issue.
+        Err(_) => Ok(false),
     };
     served?;
-    released.map_err(|error| Failure::runtime(format!("releasing the lease: {error}")))?;
-    eprintln!("idgen: stopped; worker number released");
+    let released =
+        released.map_err(|error| Failure::runtime(format!("releasing the lease: {error}")))?;
+    if released {
+        eprintln!("idgen: stopped; worker number released");
+    } else {
+        eprintln!(
+            "idgen: stopped with a batch still running; the worker number is left to expire \
+             (its successor waits for the mark)"
+        );
+    }
     Ok(())
 }
 

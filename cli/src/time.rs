@@ -43,8 +43,9 @@ pub fn parse_rfc3339_ms(text: &str) -> Result<u64, String> {
     // Each field exactly as wide as given; the expanded year at least six digits.
     let numbers = |part: &str, separator: char, widths: [usize; 3]| -> Option<Vec<u64>> {
         let fields: Vec<&str> = part.split(separator).collect();
+        // Nine digits at most: years up to 999,999,999, beyond any u64 of milliseconds.
         let fits = |(i, (field, width)): (usize, (&&str, usize))| {
-            field.len() == width || (i == 0 && width == 6 && field.len() > 6)
+            field.len() == width || (i == 0 && width == 6 && (7..=9).contains(&field.len()))
         };
         if fields.len() != 3 || !fields.iter().zip(widths).enumerate().all(fits) {
             return None;
@@ -162,6 +163,8 @@ mod tests {
             "+009999-01-01T00:00:00Z",
             "+10000-01-01T00:00:00Z",
             "+-10000-01-01T00:00:00Z",
+            "+1000000000000-01-01T00:00:00Z",
+            "+999999999-12-31T23:59:59Z",
         ] {
             assert!(parse_rfc3339_ms(bad).is_err(), "{bad:?}");
         }

@@ -163,7 +163,15 @@ fn the_default_lease_directory_is_persistent_private_and_refused_when_others_may
     assert!(stdout.trim().parse::<u64>().is_ok());
     let dir = state.join("idgen/leases");
     assert_eq!(mode(&dir), 0o700);
-    assert_eq!(mode(&dir.join("dc0-worker0.lease")), 0o600);
+    // (Which number it took depends on the default stores other tests hold meanwhile.)
+    let records: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "lease"))
+        .collect();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(mode(&records[0]), 0o600);
+    assert_eq!(mode(&dir.join("store.idgen")), 0o600);
     // Its group may not write the default directory ...
     chmod(&dir, 0o770);
     let (status, _, stderr) = idgen_with_env(&["next"], &env);
@@ -179,6 +187,9 @@ fn the_default_lease_directory_is_persistent_private_and_refused_when_others_may
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("writable by any user"), "{stderr}");
     chmod(&dir, 0o700);
+    let (status, _, stderr) =
+        idgen_with_env(&["next", "--lease-dir", explicit, "--workers", "0-0"], &env);
+    assert!(status.success(), "{stderr}");
     chmod(&dir.join("dc0-worker0.lease"), 0o666);
     let (status, _, stderr) =
         idgen_with_env(&["next", "--lease-dir", explicit, "--workers", "0-0"], &env);
@@ -293,4 +304,60 @@ fn lease_ttls_are_durations_checked_against_the_store() {
         assert_eq!(status.code(), Some(2), "{ttl}: {stderr}");
         assert!(stderr.contains(message), "{ttl}: {stderr}");
     }
+}
+
+#[test]
+fn the_default_stores_of_two_users_never_take_the_same_live_number() {
+    // root's service in /var/lib/idgen, a user's `idgen next` in ~/.local/state: two
+    // directories, one host. The second must not issue as the number the first holds.
+    let home = temp_dir("two-defaults");
+    let (first_state, second_state) = (home.join("root-state"), home.join("user-state"));
+    let service = common::Service::start_in(
+        std::process::Command::new(common::BIN)
+            .env("XDG_STATE_HOME", &first_state)
+            .env("TMPDIR", &home)
+            .args(["serve", "--listen", "127.0.0.1:0", "--workers", "0-1"]),
+    );
+    assert_eq!(service.worker, 0);
+    let env = [
+        ("XDG_STATE_HOME", second_state.as_path()),
+        ("TMPDIR", home.as_path()),
+    ];
+    let (status, stdout, stderr) = idgen_with_env(&["next", "--workers", "0-1"], &env);
+    assert!(status.success(), "{stderr}");
+    let id: u64 = stdout.trim().parse().unwrap();
+    assert_eq!(
+        (id >> 12) & 0x1f,
+        1,
+        "took the worker number a live service holds"
+    );
+}
+
+#[test]
+fn an_unusable_record_costs_its_number_not_the_range() {
+    let dir = new_lease_dir("unusable");
+    let lease_dir = dir.to_str().unwrap();
+    let (status, _, stderr) = idgen(&["next", "--lease-dir", lease_dir, "--workers", "0-0"]);
+    assert!(status.success(), "{stderr}");
+    // A FIFO where worker 0's record was (reading it would block for ever) ...
+    let record = dir.join("dc0-worker0.lease");
+    std::fs::remove_file(&record).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&record)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // ... and a record of worker 1 that any user may write.
+    let (status, _, stderr) = idgen(&["next", "--lease-dir", lease_dir, "--workers", "1-1"]);
+    assert!(status.success(), "{stderr}");
+    chmod(&dir.join("dc0-worker1.lease"), 0o666);
+    let (status, stdout, stderr) = idgen(&["next", "--lease-dir", lease_dir, "--workers", "0-2"]);
+    assert!(status.success(), "{stderr}");
+    let id: u64 = stdout.trim().parse().unwrap();
+    assert_eq!((id >> 12) & 0x1f, 2);
+    let (status, _, stderr) = idgen(&["next", "--lease-dir", lease_dir, "--workers", "0-1"]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("2 unusable"), "{stderr}");
+    assert!(stderr.contains("not a plain file"), "{stderr}");
+    assert!(stderr.contains("writable by any user"), "{stderr}");
 }

@@ -52,9 +52,10 @@ const ROSTER: &str = "store.idgen";
 pub struct FileStore {
     dir: PathBuf,
     ttl: Duration,
-    /// Whether a directory writable by its group is accepted (one given explicitly, for
-    /// services under different users; never the default one).
-    group_may_write: bool,
+    /// Whether this is the default directory ([`FileStore::open_default`]): a directory
+    /// writable by its group is refused, and the liveness locks are the host's, shared by
+    /// the default stores of every user (see `liveness_name`).
+    default: bool,
 }
 
 /// Where [`FileStore::open_default`] keeps its store, the first that applies:
@@ -104,7 +105,7 @@ impl FileStore {
     /// refused: anyone could forge, delete or hold its records. A directory shared by one
     /// group (`0770`) is accepted, for services under different users.
     pub fn open(dir: impl AsRef<Path>) -> Result<FileStore, Error> {
-        FileStore::open_with(dir.as_ref(), true)
+        FileStore::open_with(dir.as_ref(), false)
     }
 
     /// The store in [`default_lease_dir`], created private (`0700`) if missing. Besides what
@@ -126,17 +127,17 @@ impl FileStore {
                 ),
             });
         }
-        FileStore::open_with(&dir, false)
+        FileStore::open_with(&dir, true)
     }
 
-    fn open_with(dir: &Path, group_may_write: bool) -> Result<FileStore, Error> {
+    fn open_with(dir: &Path, default: bool) -> Result<FileStore, Error> {
         if fs::symlink_metadata(dir).is_err() {
             create_store(dir)?;
         }
         let store = FileStore {
             dir: dir.to_path_buf(),
             ttl: FILE_STORE_DEFAULT_TTL,
-            group_may_write,
+            default,
         };
         store.check_dir()?;
         store.roster()?;
@@ -157,7 +158,7 @@ impl FileStore {
         let store = FileStore {
             dir: dir.to_path_buf(),
             ttl: FILE_STORE_DEFAULT_TTL,
-            group_may_write: true,
+            default: false,
         };
         store.check_dir()?;
         if store.roster().is_ok() {
@@ -218,7 +219,7 @@ impl FileStore {
         use std::os::unix::fs::PermissionsExt;
         let mode = metadata.permissions().mode();
         let others = mode & 0o002 != 0;
-        let group = mode & 0o020 != 0 && !self.group_may_write;
+        let group = mode & 0o020 != 0 && self.default;
         if !others && !group {
             return Ok(());
         }
@@ -229,7 +230,7 @@ impl FileStore {
                  records; make it private (chmod {} {})",
                 path.display(),
                 mode & 0o7777,
-                if others && self.group_may_write {
+                if others && !self.default {
                     "o-w"
                 } else {
                     "go-w"
@@ -298,8 +299,13 @@ impl FileStore {
     }
 
     /// The liveness lock's name: the directory (canonical, hashed to fit the name's 107
-    /// bytes) and the number.
+    /// bytes) and the number. The default directory differs per user (root's
+    /// `/var/lib/idgen`, a user's `~/.local/state`), so its stores share one host-wide name
+    /// per number instead: a user's `idgen next` never takes the number a root service holds.
     fn liveness_name(&self, datacenter: u64, worker: u64) -> Result<String, Error> {
+        if self.default {
+            return Ok(format!("idgen-lease/default/dc{datacenter}-worker{worker}"));
+        }
         let canonical =
             fs::canonicalize(&self.dir).map_err(|error| io_error(&self.dir, "resolve", &error))?;
         let hash = fnv1a(canonical.to_string_lossy().as_bytes());
@@ -495,14 +501,29 @@ impl LeaseStore for FileStore {
                 continue;
             };
             let path = self.record_path(datacenter, worker);
-            let (mut file, created) = open_record(&path)?;
-            if created {
-                self.make_private(&path, &file)?;
-            }
-            let metadata = file
-                .metadata()
-                .map_err(|error| io_error(&path, "stat", &error))?;
-            self.check_writers(&path, &metadata)?;
+            // A record that cannot be used (a link, a FIFO, one others may write) makes its
+            // number unusable, not the range.
+            let opened = open_record(&path).and_then(|(file, created)| {
+                if created {
+                    self.make_private(&path, &file)?;
+                }
+                let metadata = file
+                    .metadata()
+                    .map_err(|error| io_error(&path, "stat", &error))?;
+                if !metadata.file_type().is_file() {
+                    return Err(not_a_plain_file(&path));
+                }
+                self.check_writers(&path, &metadata)?;
+                Ok(file)
+            });
+            let mut file = match opened {
+                Ok(file) => file,
+                Err(error) => {
+                    log::error!("idgen: {error}; worker {worker} skipped");
+                    unusable.push(error.to_string());
+                    continue;
+                }
+            };
             match file.try_lock() {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => {
@@ -634,8 +655,8 @@ fn same_file(path: &Path, file: &File) -> Result<(), Error> {
 fn not_a_plain_file(path: &Path) -> Error {
     Error::LeaseStore {
         reason: format!(
-            "{} is a symbolic link or was swapped while being opened; lease files must be \
-             plain files",
+            "{} is not a plain file (a symbolic link, a FIFO, a directory), or was swapped \
+             while being opened; lease files must be plain files",
             path.display()
         ),
     }
