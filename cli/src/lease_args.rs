@@ -12,7 +12,8 @@ use crate::layout_args::LayoutArgs;
 
 #[derive(Args, Clone)]
 pub struct LeaseArgs {
-    /// The lease directory shared by the idgen processes of this host (default:
+    /// The lease directory shared by the idgen processes of this host that must never take
+    /// the same worker number (default:
     /// $XDG_STATE_HOME/idgen/leases, /var/lib/idgen/leases for root, else
     /// ~/.local/state/idgen/leases; created private, 0700).
     #[arg(long, value_name = "DIR", conflicts_with = "etcd")]

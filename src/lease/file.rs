@@ -471,8 +471,9 @@ impl LeaseStore for FileStore {
 
     fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
         self.check_dir()?;
-        // The roster's lock serialises acquires on this host: a number is put on the roster
-        // before its record is first created, and nobody reads it half-written.
+        // The roster's lock serialises acquires on this host, so nobody reads it half
+        // written. A number goes on the roster before its claim is handed out, so before any
+        // ID: a crash in between leaves an empty record of a number never used.
         let roster_path = self.dir.join(ROSTER);
         let mut roster_file = match OpenOptions::new()
             .read(true)

@@ -196,7 +196,9 @@ pub trait Claim: Send + fmt::Debug {
     /// [`Claim::previous_mark_unix_ms`] is at best a lower bound. A leased generator then
     /// takes the previous mark to be one TTL after it took the number: any earlier holder,
     /// even one still running, has stopped issuing by then (it renews within a TTL, finds
-    /// the number gone, and its IDs are dated at or before its last mark). Default: `false`.
+    /// the number gone, and its IDs are dated at or before its last mark), on clocks that
+    /// agree within the TTL: a predecessor whose clock ran further ahead may have dated IDs
+    /// later, and only its deleted mark knew. Default: `false`.
     fn previous_mark_unknown(&self) -> bool {
         false
     }
