@@ -50,6 +50,26 @@ fn spawn_ticker(
     })
 }
 
+/// Two `next_id` calls from another thread while a keeper changes the tenure: the IDs
+/// issued, with refusals for a lease not valid at that moment left out (any other error
+/// fails the model).
+fn spawn_issuer<C: idgen::Clock + 'static>(
+    generator: &Arc<Generator<C>>,
+) -> thread::JoinHandle<Vec<Id>> {
+    let generator = generator.clone();
+    thread::spawn(move || {
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            match generator.next_id() {
+                Ok(id) => ids.push(id),
+                Err(Error::LeaseExpired { .. }) => {}
+                Err(error) => panic!("{error}"),
+            }
+        }
+        ids
+    })
+}
+
 /// Each list strictly increasing, and no ID in two places.
 fn assert_unique_and_increasing(lists: &[Vec<Id>]) -> Vec<Id> {
     for ids in lists {
@@ -263,20 +283,7 @@ fn moving_to_another_worker_number_never_crosses_either_mark() {
                 .unwrap(),
         );
         generator.loom_set_tenure(0, 0, OLD_CEILING);
-        let issuer = {
-            let generator = generator.clone();
-            thread::spawn(move || {
-                let mut ids = Vec::new();
-                for _ in 0..2 {
-                    match generator.next_id() {
-                        Ok(id) => ids.push(id),
-                        Err(Error::LeaseExpired { .. }) => {}
-                        Err(error) => panic!("{error}"),
-                    }
-                }
-                ids
-            })
-        };
+        let issuer = spawn_issuer(&generator);
         generator.loom_set_tenure(0, 0, 0);
         // The keeper waits for the (precise) clock to pass the new number's mark.
         clock.precise.set(NEW_MARK + 1);
@@ -310,20 +317,7 @@ fn moving_to_a_lower_worker_number_with_an_older_mark_keeps_ids_increasing() {
         );
         generator.loom_set_tenure(0, 1, T0 + 100);
         let first = generator.next_id().unwrap();
-        let issuer = {
-            let generator = generator.clone();
-            thread::spawn(move || {
-                let mut ids = Vec::new();
-                for _ in 0..2 {
-                    match generator.next_id() {
-                        Ok(id) => ids.push(id),
-                        Err(Error::LeaseExpired { .. }) => {}
-                        Err(error) => panic!("{error}"),
-                    }
-                }
-                ids
-            })
-        };
+        let issuer = spawn_issuer(&generator);
         generator.loom_set_tenure(0, 1, 0);
         generator.loom_move_to(0, OLD_MARK, T0 + 100).unwrap();
         // The fresh millisecond is the next one: the clock gets there.

@@ -10,8 +10,9 @@ use idgen::{Generator, Layout};
 use crate::Failure;
 use crate::layout_args::LayoutArgs;
 
+/// Which store, shared by `serve`, `next` and `leases init`.
 #[derive(Args, Clone)]
-pub struct LeaseArgs {
+pub struct StoreArgs {
     /// The lease directory shared by the idgen processes of this host that must never take
     /// the same worker number (default:
     /// $XDG_STATE_HOME/idgen/leases, /var/lib/idgen/leases for root, else
@@ -25,16 +26,23 @@ pub struct LeaseArgs {
     /// The etcd key prefix.
     #[arg(long, default_value = "/idgen", requires = "etcd")]
     namespace: String,
+    /// The lease's TTL, such as `3s`, `500ms` or `1m` (default: 3s on the file store, 30s
+    /// on etcd, which takes whole seconds from 2s). `leases init` writes etcd marks this
+    /// far ahead.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    lease_ttl: Option<Duration>,
+}
+
+#[derive(Args, Clone)]
+pub struct LeaseArgs {
+    #[command(flatten)]
+    store: StoreArgs,
     /// The datacenter number.
     #[arg(long, default_value_t = 0)]
     datacenter: u64,
     /// The worker numbers this process may take, `A-B` (default: all of the layout's).
     #[arg(long, value_name = "A-B")]
     workers: Option<String>,
-    /// The lease's TTL, such as `3s`, `500ms` or `1m` (default: 3s on the file store, 30s
-    /// on etcd, which takes whole seconds from 2s).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    lease_ttl: Option<Duration>,
 }
 
 /// `500ms`, `3s`, `5m`, `1h`: a whole number and a unit.
@@ -79,14 +87,16 @@ impl LeaseArgs {
         layout
             .check_epoch(idgen::Clock::now_unix_ms(&idgen::SystemClock))
             .map_err(|error| Failure::input(error.to_string()))?;
-        let store = self.store()?;
+        let store = self.store.open()?;
         LeasedGenerator::builder(store, range)
             .generator(Generator::builder().layout(layout))
             .acquire()
             .map_err(|error| Failure::runtime(format!("cannot lease a worker number: {error}")))
     }
+}
 
-    fn store(&self) -> Result<Box<dyn LeaseStore>, Failure> {
+impl StoreArgs {
+    fn open(&self) -> Result<Box<dyn LeaseStore>, Failure> {
         if let Some(endpoints) = &self.etcd {
             return etcd_store(endpoints, &self.namespace, self.lease_ttl);
         }
@@ -108,19 +118,8 @@ impl LeaseArgs {
 
 #[derive(Args)]
 pub struct InitArgs {
-    /// The lease directory (default: the one `serve` and `next` use).
-    #[arg(long, value_name = "DIR", conflicts_with = "etcd")]
-    lease_dir: Option<PathBuf>,
-    /// Initialise an etcd namespace instead: client URLs, comma-separated.
-    #[arg(long, value_name = "URL,...")]
-    etcd: Option<String>,
-    /// The etcd key prefix.
-    #[arg(long, default_value = "/idgen", requires = "etcd")]
-    namespace: String,
-    /// The lease TTL of the processes that use the store (etcd: the marks written for
-    /// numbers that have none lie this far ahead).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    lease_ttl: Option<Duration>,
+    #[command(flatten)]
+    store: StoreArgs,
     /// The layout of the processes that use the store: etcd gets a mark for every number.
     #[command(flatten)]
     layout: LayoutArgs,
@@ -129,10 +128,11 @@ pub struct InitArgs {
 impl InitArgs {
     pub fn run(self) -> Result<(), Failure> {
         let layout = self.layout.layout()?;
-        if let Some(endpoints) = &self.etcd {
-            return init_etcd(endpoints, &self.namespace, self.lease_ttl, &layout);
+        let store = self.store;
+        if let Some(endpoints) = &store.etcd {
+            return init_etcd(endpoints, &store.namespace, store.lease_ttl, &layout);
         }
-        let dir = match self.lease_dir {
+        let dir = match store.lease_dir {
             Some(dir) => dir,
             None => idgen::lease::default_lease_dir()
                 .map_err(|error| Failure::input(error.to_string()))?,
