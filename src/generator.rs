@@ -5,8 +5,9 @@ use std::fmt;
 
 use crossbeam_utils::CachePadded;
 
+use crate::DefaultClock;
 use crate::backoff::Backoff;
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::Clock;
 use crate::error::{Error, Field};
 use crate::id::Id;
 use crate::layout::{IdParts, Layout};
@@ -33,7 +34,7 @@ pub const DEFAULT_CLOCK_BACK_TOLERANCE_MS: u64 = 10;
 /// assert_eq!(generator.decode(b).worker, 7);
 /// # Ok::<(), idgen::Error>(())
 /// ```
-pub struct Generator<C: Clock = MonotonicClock> {
+pub struct Generator<C: Clock = DefaultClock> {
     /// The next free (millisecond, sequence) slot: see `state.rs`. On a cache line of its own,
     /// so that neither the read-only fields below nor neighbouring data ping-pong with it.
     state: CachePadded<AtomicU64>,
@@ -136,15 +137,15 @@ pub struct Builder<C> {
     mark: Option<Mark>,
 }
 
-impl Generator<MonotonicClock> {
-    /// A builder with the default layout, node 0/0, the default [`MonotonicClock`], a clock
+impl Generator<DefaultClock> {
+    /// A builder with the default layout, node 0/0, the [`DefaultClock`], a clock
     /// step-back tolerance of [`DEFAULT_CLOCK_BACK_TOLERANCE_MS`] and no borrowing.
-    pub fn builder() -> Builder<MonotonicClock> {
+    pub fn builder() -> Builder<DefaultClock> {
         Builder {
             layout: Layout::DEFAULT,
             datacenter: 0,
             worker: 0,
-            clock: ClockSource::Default(MonotonicClock::new),
+            clock: ClockSource::Default(DefaultClock::new),
             tolerance_ms: DEFAULT_CLOCK_BACK_TOLERANCE_MS,
             borrow_ms: 0,
             mark: None,
@@ -171,7 +172,8 @@ impl<C: Clock> Builder<C> {
         self
     }
 
-    /// The clock to read (default: a new [`MonotonicClock`]).
+    /// The clock to read (default: the process's [`DefaultClock`]; pass a
+    /// [`MonotonicClock`](crate::MonotonicClock) where no thread may be started).
     pub fn clock<D: Clock>(self, clock: D) -> Builder<D> {
         Builder {
             layout: self.layout,

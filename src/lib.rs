@@ -123,6 +123,9 @@ mod sharded;
 mod state;
 mod sync;
 
+/// Under loom the default clock is the plain [`MonotonicClock`]: loom runs no real threads.
+#[cfg(idgen_loom)]
+pub use clock::MonotonicClock as DefaultClock;
 pub use clock::{
     Clock, ManualClock, MonotonicClock, SystemClock, WALL_CHECK_INTERVAL_MS, WALL_SMALL_STEP_MS,
     WALL_STEP_CONFIRM_MS,
@@ -132,7 +135,7 @@ pub use generator::{Builder, DEFAULT_CLOCK_BACK_TOLERANCE_MS, Generator, Stats};
 pub use id::{Base32, Id};
 pub use layout::{DEFAULT_EPOCH_UNIX_MS, IdParts, Layout};
 #[cfg(not(idgen_loom))]
-pub use recent_clock::{RECENT_CLOCK_INTERVAL, RecentClock};
+pub use recent_clock::{DEFAULT_CLOCK_IDLE, DefaultClock, RECENT_CLOCK_INTERVAL, RecentClock};
 #[cfg(not(idgen_loom))]
 pub use sharded::{ShardedBuilder, ShardedGenerator};
 

@@ -1,8 +1,11 @@
-//! The fast clock: a cached reading kept current by a background thread. Not built under
-//! loom, whose models run no real threads; loom models inject a lagging clock instead.
+//! The cached clocks: a reading kept current by a background thread, so a call costs one
+//! atomic load. [`DefaultClock`] shares one thread per process and parks it when idle;
+//! [`RecentClock`] has a thread of its own. Not built under loom, whose models run no real
+//! threads; loom models inject a lagging clock instead.
 
 use std::fmt;
-use std::time::Duration;
+use std::sync::{Mutex, OnceLock, PoisonError, Weak};
+use std::time::{Duration, Instant};
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::Error;
@@ -108,6 +111,201 @@ impl Clock for RecentClock {
     #[inline]
     fn recent_unix_ms(&self) -> u64 {
         self.shared.recent_unix_ms.load(Ordering::Acquire)
+    }
+}
+
+/// How long the shared upkeep thread of [`DefaultClock`] goes on refreshing after the last
+/// reading was asked for, before it parks.
+pub const DEFAULT_CLOCK_IDLE: Duration = Duration::from_millis(100);
+
+/// The default clock of [`Generator`](crate::Generator), [`ShardedGenerator`](crate::ShardedGenerator)
+/// and [`LeasedGenerator`](crate::lease::LeasedGenerator): a cached [`MonotonicClock`]
+/// reading kept current by one upkeep thread that every `DefaultClock` of the process
+/// shares.
+///
+/// A call costs one or two atomic loads instead of a clock read. The thread refreshes the
+/// reading every [`RECENT_CLOCK_INTERVAL`] while IDs are asked for, and parks once none has
+/// been asked for [`DEFAULT_CLOCK_IDLE`]: an idle process pays no wake-ups at all. The
+/// first call after that reads the precise clock itself and wakes the thread. It starts
+/// on first use and stops (joined) when the last `DefaultClock` of the process is dropped.
+///
+/// Every guarantee of [`RecentClock`] holds: the cached reading is never ahead of the
+/// precise one, and a generator consults the precise reading before it ever waits or
+/// refuses, so the cache's lag can only date an ID a little early. If the thread cannot be
+/// started, every call reads the precise clock. Choose [`MonotonicClock`] (one builder call,
+/// `.clock(MonotonicClock::new())`) where a library must not start a thread.
+///
+/// ```
+/// use idgen::{DefaultClock, Generator};
+/// let generator = Generator::builder().build()?; // a DefaultClock
+/// let same: Generator<DefaultClock> = generator;
+/// assert!(same.next_id()? < same.next_id()?);
+/// # Ok::<(), idgen::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct DefaultClock {
+    shared: Arc<DefaultShared>,
+    _upkeep: Arc<DefaultUpkeep>,
+}
+
+struct DefaultShared {
+    precise: MonotonicClock,
+    /// The cached reading, 0 while the upkeep thread is parked or not running: readers then
+    /// read the precise clock and wake it.
+    recent_unix_ms: AtomicU64,
+    /// Set by readers when clear, cleared by the upkeep thread once per idle period.
+    asked: AtomicBool,
+    stop: AtomicBool,
+    /// Refreshes so far, for tests and the curious.
+    refreshes: AtomicU64,
+    thread: OnceLock<std::thread::Thread>,
+}
+
+/// Owns the shared upkeep thread: dropped with the last `DefaultClock`, it stops it.
+struct DefaultUpkeep {
+    shared: Arc<DefaultShared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The process's upkeep, while any `DefaultClock` lives.
+static DEFAULT_UPKEEP: Mutex<Weak<DefaultUpkeep>> = Mutex::new(Weak::new());
+
+/// The `MonotonicClock` under every `DefaultClock`: built once, since the first
+/// `quanta::Clock` of a process calibrates.
+fn default_precise() -> MonotonicClock {
+    static PRECISE: OnceLock<MonotonicClock> = OnceLock::new();
+    PRECISE.get_or_init(MonotonicClock::new).clone()
+}
+
+impl DefaultClock {
+    /// The process's default clock, starting its upkeep thread if none runs.
+    pub fn new() -> Self {
+        let mut current = DEFAULT_UPKEEP
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(upkeep) = current.upgrade() {
+            return DefaultClock {
+                shared: upkeep.shared.clone(),
+                _upkeep: upkeep,
+            };
+        }
+        let shared = Arc::new(DefaultShared {
+            precise: default_precise(),
+            recent_unix_ms: AtomicU64::new(0),
+            asked: AtomicBool::new(true),
+            stop: AtomicBool::new(false),
+            refreshes: AtomicU64::new(0),
+            thread: OnceLock::new(),
+        });
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("idgen-default-clock".into())
+            .spawn(move || worker.upkeep())
+            .ok();
+        if let Some(thread) = &thread {
+            let _ = shared.thread.set(thread.thread().clone());
+        }
+        let upkeep = Arc::new(DefaultUpkeep {
+            shared: shared.clone(),
+            thread,
+        });
+        *current = Arc::downgrade(&upkeep);
+        DefaultClock {
+            shared,
+            _upkeep: upkeep,
+        }
+    }
+
+    /// How many times the upkeep thread has refreshed the cached reading.
+    pub fn refreshes(&self) -> u64 {
+        self.shared.refreshes.load(Ordering::Relaxed)
+    }
+
+    #[cold]
+    fn read_and_wake(&self) -> u64 {
+        let shared = &*self.shared;
+        shared.asked.store(true, Ordering::Relaxed);
+        if let Some(thread) = shared.thread.get() {
+            thread.unpark();
+        }
+        shared.precise.now_unix_ms()
+    }
+}
+
+impl DefaultShared {
+    fn upkeep(&self) {
+        let mut checked = Instant::now();
+        while !self.stop.load(Ordering::Acquire) {
+            self.recent_unix_ms
+                .store(self.precise.now_unix_ms(), Ordering::Release);
+            self.refreshes.fetch_add(1, Ordering::Relaxed);
+            if checked.elapsed() >= DEFAULT_CLOCK_IDLE {
+                checked = Instant::now();
+                if !self.asked.swap(false, Ordering::Relaxed) {
+                    // Nobody asked for a whole period: stop refreshing. Readers now see 0,
+                    // read the precise clock, and unpark this thread.
+                    self.recent_unix_ms.store(0, Ordering::Release);
+                    while !self.asked.load(Ordering::Relaxed) && !self.stop.load(Ordering::Acquire)
+                    {
+                        std::thread::park();
+                    }
+                    checked = Instant::now();
+                    continue;
+                }
+            }
+            std::thread::park_timeout(RECENT_CLOCK_INTERVAL);
+        }
+    }
+}
+
+impl Drop for DefaultUpkeep {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            // The thread only loads, stores and parks: a join error carries nothing to act on.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Default for DefaultClock {
+    fn default() -> Self {
+        DefaultClock::new()
+    }
+}
+
+impl Clock for DefaultClock {
+    #[inline]
+    fn now_unix_ms(&self) -> u64 {
+        self.shared.precise.now_unix_ms()
+    }
+
+    #[inline]
+    fn recent_unix_ms(&self) -> u64 {
+        let shared = &*self.shared;
+        let recent = shared.recent_unix_ms.load(Ordering::Acquire);
+        if recent == 0 {
+            return self.read_and_wake();
+        }
+        // A store only when the flag was cleared: once per idle period, not per call.
+        if !shared.asked.load(Ordering::Relaxed) {
+            shared.asked.store(true, Ordering::Relaxed);
+        }
+        recent
+    }
+}
+
+impl fmt::Debug for DefaultClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DefaultClock")
+            .field(
+                "recent_unix_ms",
+                &self.shared.recent_unix_ms.load(Ordering::Relaxed),
+            )
+            .field("refreshes", &self.refreshes())
+            .field("precise", &self.shared.precise)
+            .finish()
     }
 }
 

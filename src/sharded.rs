@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::clock::{Clock, MonotonicClock};
+use crate::DefaultClock;
+use crate::clock::Clock;
 use crate::error::Error;
 use crate::generator::{Builder, Generator, Stats};
 use crate::id::Id;
@@ -63,7 +64,7 @@ fn thread_slot() -> u32 {
 /// assert!((8..16).contains(&sharded.decode(a).worker));
 /// # Ok::<(), idgen::Error>(())
 /// ```
-pub struct ShardedGenerator<C: Clock = MonotonicClock> {
+pub struct ShardedGenerator<C: Clock = DefaultClock> {
     shards: Box<[CachePadded<Generator<C>>]>,
     instance: u64,
     /// Lemire's multiplier for `slot % shards.len()` without a division on the hot path.
@@ -78,10 +79,10 @@ pub struct ShardedBuilder<C> {
     shards: Option<usize>,
 }
 
-impl ShardedGenerator<MonotonicClock> {
+impl ShardedGenerator<DefaultClock> {
     /// A builder with the defaults of [`Generator::builder`], workers `0..` as many as there
     /// are shards, and one shard per available core.
-    pub fn builder() -> ShardedBuilder<MonotonicClock> {
+    pub fn builder() -> ShardedBuilder<DefaultClock> {
         ShardedBuilder {
             generator: Generator::builder(),
             workers: 0..u64::MAX,

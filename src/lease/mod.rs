@@ -33,7 +33,8 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::clock::{Clock, MonotonicClock};
+use crate::DefaultClock;
+use crate::clock::Clock;
 use crate::error::{Error, Field};
 use crate::generator::{Builder, Generator};
 use crate::layout::Layout;
@@ -279,14 +280,14 @@ pub struct LeasedBuilder<C> {
     startup_wait: Option<Duration>,
 }
 
-impl LeasedGenerator<MonotonicClock> {
+impl LeasedGenerator<DefaultClock> {
     /// A builder for a generator whose worker number is leased from `store`, within
     /// `range`. Layout, clock and tolerances come from [`LeasedBuilder::generator`]; the
     /// datacenter and worker set there are replaced by the lease's.
     pub fn builder(
         store: impl LeaseStore + 'static,
         range: WorkerRange,
-    ) -> LeasedBuilder<MonotonicClock> {
+    ) -> LeasedBuilder<DefaultClock> {
         LeasedBuilder {
             store: Arc::new(store),
             range,
@@ -552,7 +553,7 @@ fn previous_mark<C: Clock>(claim: &dyn Claim, clock: &C, ttl: Duration) -> Optio
 /// # std::fs::remove_dir_all(&dir).ok();
 /// # Ok::<(), idgen::Error>(())
 /// ```
-pub struct LeasedGenerator<C: Clock = MonotonicClock> {
+pub struct LeasedGenerator<C: Clock = DefaultClock> {
     keeper: Arc<Keeper<C>>,
     thread: Option<JoinHandle<()>>,
 }
