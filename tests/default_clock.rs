@@ -47,6 +47,10 @@ fn default_clocks_share_one_thread_that_parks_when_idle_and_wakes_on_demand() {
     // The thread stops with the last default clock; a new one starts another.
     drop((clock, generator));
     let again = DefaultClock::new();
-    assert!(again.refreshes() < parked, "the old thread's count: {}", again.refreshes());
+    assert!(
+        again.refreshes() < parked,
+        "the old thread's count: {}",
+        again.refreshes()
+    );
     assert!(again.recent_unix_ms() <= again.now_unix_ms());
 }

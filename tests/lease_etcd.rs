@@ -412,3 +412,23 @@ fn a_deleted_mark_makes_the_next_holder_wait_a_ttl() {
     generator.next_id().unwrap();
     generator.release().unwrap();
 }
+
+#[test]
+fn a_holder_key_put_by_hand_without_a_lease_is_reported_not_counted_as_held() {
+    let namespace = namespace("leaseless");
+    let store = store(&endpoints(), &namespace);
+    let status = std::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={}", endpoints()))
+        .args(["put", &format!("{namespace}/dc/0/holder/3"), "by hand"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("etcdctl (Debian's etcd-client) is needed");
+    assert!(status.success());
+    let error = store.acquire(&range("3-3")).unwrap_err();
+    let Error::LeaseRangeFull { held, unusable, .. } = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!((*held, unusable.len()), (0, 1), "{error}");
+    assert!(error.to_string().contains("without a lease"), "{error}");
+}

@@ -643,3 +643,78 @@ fn a_store_that_hands_out_a_number_outside_the_range_is_refused() {
     assert!(matches!(error, Error::LeaseStore { .. }), "{error:?}");
     assert!(error.to_string().contains("outside the range"), "{error}");
 }
+
+/// A store whose numbers are never held for long (as etcd's, when a set-aside claim's lease
+/// runs out): every acquire hands out worker 0 again, its mark a year ahead.
+#[derive(Debug)]
+struct Forgetful;
+
+#[derive(Debug)]
+struct FarClaim;
+
+impl Claim for FarClaim {
+    fn datacenter(&self) -> u64 {
+        0
+    }
+    fn worker(&self) -> u64 {
+        0
+    }
+    fn previous_mark_unix_ms(&self) -> Option<u64> {
+        Some(idgen::SystemClock.now_unix_ms() + 365 * 86_400_000)
+    }
+    fn renew(&mut self, _mark_unix_ms: u64) -> Result<(), Error> {
+        Ok(())
+    }
+    fn release(&mut self, _mark_unix_ms: u64) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+impl LeaseStore for Forgetful {
+    fn ttl(&self) -> Duration {
+        Duration::from_secs(3)
+    }
+    fn acquire(&self, _range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
+        Ok(Box::new(FarClaim))
+    }
+}
+
+#[test]
+fn numbers_set_aside_are_tried_once_each_even_when_the_store_forgets_them() {
+    let error = LeasedGenerator::builder(Forgetful, range("0-3"))
+        .acquire()
+        .unwrap_err();
+    assert!(matches!(error, Error::ClockBehindMark { .. }), "{error:?}");
+}
+
+#[test]
+fn a_release_while_the_keeper_waits_for_a_mark_returns_at_once() {
+    // The number is lost; the keeper takes it again and must wait for its own old mark, a
+    // TTL (10 s) ahead. Releasing meanwhile must not wait for it.
+    let dir = new_store_dir("release-in-wait");
+    let fault = Arc::new(Mutex::new(Fault::None));
+    let store = Faulty {
+        inner: FileStore::open(&dir)
+            .unwrap()
+            .with_ttl(Duration::from_secs(10))
+            .unwrap(),
+        fault: Arc::clone(&fault),
+    };
+    let generator = LeasedGenerator::builder(store, range("0-0"))
+        .renew_every(Duration::from_millis(20))
+        .acquire()
+        .unwrap();
+    generator.next_id().unwrap();
+    *fault.lock().unwrap() = Fault::LoseOnce;
+    wait_for("the loss", || {
+        generator.lease_stats().state == LeaseState::Lost
+    });
+    thread::sleep(Duration::from_millis(300)); // the keeper is in its wait now
+    let started = Instant::now();
+    generator.release().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}

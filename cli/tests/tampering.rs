@@ -197,9 +197,42 @@ mod etcd {
         assert!(stderr.contains("is not initialised"), "{stderr}");
         let (status, _, stderr) = idgen(&init);
         assert!(status.success(), "{stderr}");
-        // Worker 0's lease is still alive in the first process: the second takes worker 1.
+        // While the first process keeps worker 0's lease alive, the second cannot have it.
+        // The first stops at its next renewal (the holder key is gone) and lets the lease
+        // lapse, so on a slow run the second may take worker 0 after that, past the mark
+        // `init` wrote a TTL ahead. Either way no ID may be issued by both.
         let second = Service::start_with(&with_workers("0-1"));
-        assert_eq!(second.worker, 1, "worker 0 is still held by a live process");
         assert_never_share_an_id(&first, &second, Duration::from_millis(3_000));
     }
+}
+
+#[test]
+fn the_default_directory_given_explicitly_still_sees_the_default_stores_live_numbers() {
+    // A service on the default store; the directory is deleted; a process naming the same
+    // directory with --lease-dir must still not take the service's live number.
+    let home = common::temp_dir("default-explicit");
+    let state = home.join("state");
+    let service = Service::start_in(
+        std::process::Command::new(common::BIN)
+            .env("XDG_STATE_HOME", &state)
+            .env("TMPDIR", &home)
+            .args(["serve", "--listen", "127.0.0.1:0", "--workers", "0-1"]),
+    );
+    assert_eq!(service.worker, 0);
+    let dir = state.join("idgen/leases");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (status, stdout, stderr) = idgen(&[
+        "next",
+        "--lease-dir",
+        dir.to_str().unwrap(),
+        "--workers",
+        "0-1",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let id: u64 = stdout.trim().parse().unwrap();
+    assert_eq!(
+        (id >> 12) & 0x1f,
+        1,
+        "took the worker number a live service holds"
+    );
 }

@@ -29,7 +29,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// the leased generator's keeper. When the holder stops renewing, etcd deletes the key at
 /// the lease's end and the number is free. The holder's mark lives beside it in
 /// `P/dc/D/mark/W`, a key with no lease, so it outlives the holder; it is written only by a
-/// transaction that checks the holder key still carries the holder's lease.
+/// transaction that checks the holder key still holds the claim's own token, on the
+/// claim's lease.
 ///
 /// Requests run on a private single-threaded Tokio runtime, so the store works from plain
 /// threads; calling it from inside another Tokio runtime fails with a clear error instead
@@ -247,21 +248,42 @@ impl LeaseStore for EtcdStore {
         }
         let datacenter = range.datacenter();
         let held_prefix = format!("{}dc/{datacenter}/holder/", self.prefix);
-        let taken: Vec<u64> = self.run(async {
+        // Each holder key and its lease (0: none).
+        let taken: Vec<(u64, i64)> = self.run(async {
             let options = GetOptions::new().with_prefix().with_keys_only();
             let listed = timed(client.get(held_prefix.as_str(), Some(options))).await?;
             Ok(listed
                 .kvs()
                 .iter()
-                .filter_map(|kv| kv.key_str().ok()?.strip_prefix(&held_prefix)?.parse().ok())
+                .filter_map(|kv| {
+                    let worker = kv
+                        .key_str()
+                        .ok()?
+                        .strip_prefix(&held_prefix)?
+                        .parse()
+                        .ok()?;
+                    Some((worker, kv.lease()))
+                })
                 .collect())
         })?;
         let mut held = 0;
         let mut unusable = Vec::new();
         for worker in range.workers() {
-            if taken.contains(&worker) {
-                held += 1;
-                continue;
+            match taken.iter().find(|(taken, _)| *taken == worker) {
+                // Put by hand without a lease: it never expires, and no holder renews it.
+                Some((_, 0)) => {
+                    let key = self.holder_key(datacenter, worker);
+                    unusable.push(format!(
+                        "{key} (a holder key without a lease, put by hand: it never expires; \
+                         delete it once no process issues as worker {worker})"
+                    ));
+                    continue;
+                }
+                Some(_) => {
+                    held += 1;
+                    continue;
+                }
+                None => {}
             }
             // The number's own lease ID is its liveness lock: while any holder, even one
             // whose keys were deleted, keeps that lease alive, granting it again fails.

@@ -35,8 +35,9 @@ const ROSTER: &str = "store.idgen";
 /// reach any more. Two things keep that from handing its number to a second process:
 ///
 /// - **A liveness lock that no file operation removes** (Linux): a holder also binds an
-///   abstract Unix socket named after the directory and the number. The kernel frees the
-///   name when the holder exits; `rm` cannot. A number whose name is bound is held.
+///   abstract Unix socket named after the directory and the number (and, in the default
+///   directory, a host-wide one named after the number alone). The kernel frees the name
+///   when the holder exits; `rm` cannot. A number whose name is bound is held.
 /// - **The roster**, `store.idgen`, lists every number ever handed out. A record that is
 ///   missing, empty, or not the file its holder wrote (replaced, copied or renamed) for a
 ///   number on the roster means the number's history is lost: the claim says so
@@ -298,20 +299,24 @@ impl FileStore {
             .ok_or_else(|| self.uninitialised(format!("{} is not an idgen roster", path.display())))
     }
 
-    /// The liveness lock's name: the directory (canonical, hashed to fit the name's 107
-    /// bytes) and the number. The default directory differs per user (root's
-    /// `/var/lib/idgen`, a user's `~/.local/state`), so its stores share one host-wide name
-    /// per number instead: a user's `idgen next` never takes the number a root service holds.
-    fn liveness_name(&self, datacenter: u64, worker: u64) -> Result<String, Error> {
-        if self.default {
-            return Ok(format!("idgen-lease/default/dc{datacenter}-worker{worker}"));
-        }
+    /// The liveness locks of a number, or `None` when a live process holds one: the
+    /// directory's (its canonical path, hashed to fit a name's 107 bytes), and for the
+    /// default directory, which differs per user (root's `/var/lib/idgen`, a user's
+    /// `~/.local/state`), also one host-wide name per number, so a user's `idgen next`
+    /// never takes the number a root service holds.
+    fn take_liveness(&self, datacenter: u64, worker: u64) -> Result<Option<Liveness>, Error> {
         let canonical =
             fs::canonicalize(&self.dir).map_err(|error| io_error(&self.dir, "resolve", &error))?;
         let hash = fnv1a(canonical.to_string_lossy().as_bytes());
-        Ok(format!(
-            "idgen-lease/{hash:016x}/dc{datacenter}-worker{worker}"
-        ))
+        let number = format!("dc{datacenter}-worker{worker}");
+        let Some(directory) = Liveness::take(&format!("idgen-lease/{hash:016x}/{number}"))? else {
+            return Ok(None);
+        };
+        if !self.default {
+            return Ok(Some(directory));
+        }
+        Ok(Liveness::take(&format!("idgen-lease/default/{number}"))?
+            .map(|host| directory.with(host)))
     }
 }
 
@@ -497,7 +502,7 @@ impl LeaseStore for FileStore {
         let mut held = 0;
         let mut unusable = Vec::new();
         for worker in range.workers() {
-            let Some(liveness) = Liveness::take(&self.liveness_name(datacenter, worker)?)? else {
+            let Some(liveness) = self.take_liveness(datacenter, worker)? else {
                 held += 1;
                 continue;
             };
@@ -716,7 +721,7 @@ impl FileIdentity {
 #[derive(Debug)]
 struct Liveness {
     #[cfg(target_os = "linux")]
-    _socket: std::os::unix::net::UnixListener,
+    _sockets: Vec<std::os::unix::net::UnixListener>,
 }
 
 impl Liveness {
@@ -730,7 +735,9 @@ impl Liveness {
                 reason: format!("the liveness lock {name:?}: {error}"),
             })?;
         match UnixListener::bind_addr(&address) {
-            Ok(socket) => Ok(Some(Liveness { _socket: socket })),
+            Ok(socket) => Ok(Some(Liveness {
+                _sockets: vec![socket],
+            })),
             Err(error) if error.kind() == std::io::ErrorKind::AddrInUse => Ok(None),
             Err(error) => Err(Error::LeaseStore {
                 reason: format!("could not take the liveness lock {name:?}: {error}"),
@@ -741,6 +748,18 @@ impl Liveness {
     #[cfg(not(target_os = "linux"))]
     fn take(_name: &str) -> Result<Option<Liveness>, Error> {
         Ok(Some(Liveness {}))
+    }
+
+    /// Both locks, held together.
+    #[cfg(target_os = "linux")]
+    fn with(mut self, other: Liveness) -> Liveness {
+        self._sockets.extend(other._sockets);
+        self
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn with(self, _other: Liveness) -> Liveness {
+        self
     }
 }
 

@@ -452,7 +452,8 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
 /// Takes the lowest free number of `range` whose previous mark the clock can pass within
 /// the startup wait, and that mark (see [`previous_mark`]). A number with a mark further
 /// ahead (a holder whose clock ran far ahead, a bogus record) is held aside while the store
-/// is asked again, so it never blocks the rest of the range, then given back unchanged.
+/// is asked again, so it never blocks the rest of the range, then given back with the mark
+/// it was taken with (for a number whose history was lost, the TTL-ahead one).
 /// When every free number is that far ahead, fails with [`Error::ClockBehindMark`].
 fn take_number<C: Clock>(
     store: &dyn LeaseStore,
@@ -461,7 +462,17 @@ fn take_number<C: Clock>(
     timing: &Timing,
 ) -> Result<(Box<dyn Claim>, Option<u64>), Error> {
     let mut set_aside: Vec<(Box<dyn Claim>, u64)> = Vec::new();
+    let numbers = range.last() - range.first() + 1;
     let taken = loop {
+        // Each number at most once: a store whose set-aside claims expire meanwhile (etcd)
+        // could otherwise hand them out again for ever.
+        if set_aside.len() as u64 >= numbers {
+            break Err(Error::LeaseRangeFull {
+                range: range.to_string(),
+                held: 0,
+                unusable: Vec::new(),
+            });
+        }
         let claim = match store.acquire(range) {
             Ok(claim) => claim,
             Err(error) => break Err(error),
@@ -703,6 +714,12 @@ impl<C: Clock> Keeper<C> {
             if Instant::now() >= next_renewal {
                 claim.renew(mark)?;
                 next_renewal = Instant::now() + self.timing.renew_every;
+            }
+            // A release while the keeper waits here must not wait for the mark.
+            if *lock(&self.stop) {
+                return Err(Error::LeaseStore {
+                    reason: "released while waiting for the previous holder's mark".to_string(),
+                });
             }
             std::thread::sleep(Duration::from_millis(1));
         }
