@@ -56,14 +56,20 @@
 //!
 //! # Clock behaviour
 //!
-//! - The default [`MonotonicClock`] never goes backwards inside a process. It jumps forward
-//!   to the wall clock when that is found ahead of it: at once for a step of up to a
-//!   second (an NTP correction), and only once a larger step has lasted 2 s (a resumed VM),
-//!   so a wall clock that is wrong for a moment never dates later IDs ahead (see its docs). [`RecentClock`] adds a
-//!   background thread that caches its reading, so the fast path costs one atomic load
-//!   instead of a clock read; the generator checks the precise reading before it ever waits
+//! - The default [`DefaultClock`] is a cached reading of a [`MonotonicClock`], kept current
+//!   by one upkeep thread per process that every default clock shares: a call costs an
+//!   atomic load instead of a clock read. The thread refreshes every 0.5 ms while IDs are
+//!   asked for and parks after 100 ms without one (an idle process pays no wake-ups; the
+//!   first call after that reads the precise clock and wakes it); it stops when the last
+//!   default clock is dropped. The generator checks the precise reading before it ever waits
 //!   or refuses, so the cache's lag (about a millisecond on a machine with a core to spare,
-//!   more when the thread is starved) can only date an ID that much early.
+//!   more when the thread is starved) can only date an ID that much early. Where no thread
+//!   may be started, pass a [`MonotonicClock`] (`.clock(MonotonicClock::new())`); a
+//!   [`RecentClock`] is a cached clock with a thread of its own.
+//! - [`MonotonicClock`] never goes backwards inside a process. It jumps forward to the wall
+//!   clock when that is found ahead of it: at once for a step of up to a second (an NTP
+//!   correction), and only once a larger step has lasted 2 s (a resumed VM), so a wall clock
+//!   that is wrong for a moment never dates later IDs ahead (see its docs).
 //!   [`SystemClock`] is the raw wall clock; [`ManualClock`] is set by hand, for tests.
 //! - **Sequence used up** (more than 2^sequence IDs in one millisecond): the call waits for
 //!   the next millisecond, spinning then yielding. It never wraps. Optionally
