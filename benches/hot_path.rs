@@ -1,7 +1,8 @@
 //! `next_id()` per call, against a bare `fetch_add` and a `Mutex`-guarded generator with
 //! the same rules, on a layout whose sequence never runs out (22 bits), from 1 and 2
-//! threads sharing one instance. Each generator runs on the default `MonotonicClock` (a
-//! clock read per call) and on `RecentClock` (a cached reading, one atomic load).
+//! threads sharing one instance. Each generator runs on the default `DefaultClock` (a
+//! cached reading from one process-wide upkeep thread) and on `RecentClock` (a cached
+//! reading with a thread of its own); both cost one atomic load.
 
 mod common;
 

@@ -91,13 +91,14 @@ def main():
         "`AtomicU64::fetch_add` per ID; `cas_loop` is the floor of any compare-and-swap",
         "generator (load, add one, compare-and-swap); `mutex` applies idgen's rules under a",
         "`std::sync::Mutex`, reading the same clock as the idgen row beside it. Clocks: the",
-        "default `MonotonicClock` (a `quanta` read per call) and `RecentClock` (a cached reading",
-        "kept current by a background thread: one atomic load).",
+        "default `DefaultClock` (a cached reading kept current by one process-wide upkeep",
+        "thread that parks when idle) and `RecentClock` (a cached reading with a thread of its",
+        "own). Both cost one atomic load per call.",
         "",
         "| threads | clock | fetch_add ns | cas_loop ns | idgen ns | mutex ns | idgen / fetch_add | idgen / mutex |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for suffix, clock in (("", "MonotonicClock"), ("_recent", "RecentClock")):
+    for suffix, clock in (("", "DefaultClock"), ("_recent", "RecentClock")):
         for threads in (1, 2):
             fa = estimate("hot_path", "fetch_add", threads)
             cas = estimate("hot_path", "cas_loop", threads)
@@ -123,7 +124,7 @@ def main():
         "| threads sharing one generator | clock | ns per ID | IDs per second | share of ceiling |",
         "|---|---|---|---|---|",
     ]
-    for suffix, clock in (("", "MonotonicClock"), ("_recent", "RecentClock")):
+    for suffix, clock in (("", "DefaultClock"), ("_recent", "RecentClock")):
         for threads in (1, 2):
             ns = estimate("throughput_default_layout", f"idgen{suffix}", threads)
             share = None if ns is None else CEILING_NS / ns
@@ -190,7 +191,7 @@ def peer_sections(targets):
         "Each entrant is one instance shared by the threads, at its crate's default",
         "configuration (`benches/common/peers.rs` says which type and why; rs-snowflake and",
         "ulid need `&mut self`, so they sit behind our `Mutex`). idgen rows: `idgen` is",
-        "`Generator` on the default `MonotonicClock`, `idgen_recent` on `RecentClock`,",
+        "`Generator` on the default `DefaultClock`, `idgen_recent` on `RecentClock`,",
         "`idgen_sharded` a `ShardedGenerator` on `RecentClock` (one shard per core).",
         "",
         "### Below the ceiling",

@@ -12,14 +12,14 @@ use idgen::Layout;
 fn throughput(c: &mut Criterion) {
     let mut group = c.benchmark_group("throughput_default_layout");
     group.throughput(Throughput::Elements(1));
-    let monotonic = idgen_on(Layout::DEFAULT, common::clock());
+    let default = idgen_on(Layout::DEFAULT, common::clock());
     let recent = idgen_on(Layout::DEFAULT, recent_clock());
     for threads in [1u64, 2] {
         group.bench_with_input(BenchmarkId::new("idgen", threads), &threads, |b, &t| {
             // Each thread issues its share of `iters` IDs: time / iters is time per ID.
             b.iter_custom(|iters| {
                 time_on_threads(t as usize, iters.div_ceil(t), |n| {
-                    (0..n).for_each(|_| keep(monotonic.next_id().unwrap()))
+                    (0..n).for_each(|_| keep(default.next_id().unwrap()))
                 })
             })
         });

@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use idgen::{Clock, Generator, Id, Layout, MonotonicClock, RecentClock, ShardedGenerator};
+use idgen::{Clock, DefaultClock, Generator, Id, Layout, RecentClock, ShardedGenerator};
 
 use super::peers::{Batch, Peer};
 use super::{FetchAdd, MutexGenerator, clock, recent_clock};
@@ -14,7 +14,7 @@ pub trait EntrantClock: Clock + Sized {
     fn shared() -> Self;
 }
 
-impl EntrantClock for MonotonicClock {
+impl EntrantClock for DefaultClock {
     const NAME: &'static str = "idgen";
     fn shared() -> Self {
         clock()
@@ -35,8 +35,8 @@ pub struct IdgenOn<C: Clock> {
     reused: Mutex<Vec<Id>>,
 }
 
-/// The default: `MonotonicClock`.
-pub type Idgen = IdgenOn<MonotonicClock>;
+/// The default: `DefaultClock`.
+pub type Idgen = IdgenOn<DefaultClock>;
 /// On `RecentClock`.
 pub type IdgenRecent = IdgenOn<RecentClock>;
 

@@ -9,15 +9,21 @@ use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen::{Clock, Generator, Layout, MonotonicClock, RecentClock};
+use idgen::{Clock, DefaultClock, Generator, Layout, MonotonicClock, RecentClock};
 
 /// 41 bits of time, 22 of sequence: 4 billion IDs per second, never used up in a bench.
 pub fn roomy_layout() -> Layout {
     Layout::new(41, 0, 0, 22).unwrap()
 }
 
-/// One calibrated clock per bench process, cloned everywhere.
-pub fn clock() -> MonotonicClock {
+/// The default clock, as `Generator::builder()` builds it: one per bench process.
+pub fn clock() -> DefaultClock {
+    static CLOCK: std::sync::OnceLock<DefaultClock> = std::sync::OnceLock::new();
+    CLOCK.get_or_init(DefaultClock::new).clone()
+}
+
+/// One calibrated monotonic clock per bench process, cloned everywhere.
+pub fn monotonic_clock() -> MonotonicClock {
     static CLOCK: std::sync::OnceLock<MonotonicClock> = std::sync::OnceLock::new();
     CLOCK.get_or_init(MonotonicClock::new).clone()
 }
@@ -26,7 +32,9 @@ pub fn clock() -> MonotonicClock {
 pub fn recent_clock() -> RecentClock {
     static CLOCK: std::sync::OnceLock<RecentClock> = std::sync::OnceLock::new();
     CLOCK
-        .get_or_init(|| RecentClock::with_interval(clock(), idgen::RECENT_CLOCK_INTERVAL).unwrap())
+        .get_or_init(|| {
+            RecentClock::with_interval(monotonic_clock(), idgen::RECENT_CLOCK_INTERVAL).unwrap()
+        })
         .clone()
 }
 
