@@ -3,7 +3,8 @@
 //!
 //! - `below_ceiling/<entrant>/<threads>`: wait for a millisecond tick, then time a burst of
 //!   1,500 IDs (split over the threads): below the 4,096-per-ms sequence space of every
-//!   Snowflake layout here, so nothing waits for the clock. Time per ID per thread.
+//!   Snowflake layout here, so nothing waits for the clock. The threads are released
+//!   together; wall time from release to the last ID, over all the threads' IDs.
 //! - `contention/<entrant>/<threads>`: 1 to 8 threads (more than this machine's cores)
 //!   calling without pause: idgen shared, idgen sharded, and the Mutex baseline, on a layout
 //!   with 16 workers and 18 sequence bits so that the ceiling stays out of the way.
@@ -16,6 +17,7 @@
 mod common;
 
 use std::sync::Barrier;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -42,49 +44,78 @@ fn wait_for_tick() {
     }
 }
 
-/// Runs `calls` calls of `call` per thread on `threads` threads, in bursts released right
-/// after a millisecond tick with `calls_per_burst` calls per thread; returns the timed
-/// (in-burst) duration of the slowest thread.
+/// Runs `bursts` bursts of `calls_per_burst` calls of `call` on each of `threads` threads,
+/// each burst right after a millisecond tick, and returns the summed wall time of the
+/// bursts: from the moment a burst is released to the moment its last call returns.
+///
+/// The threads are released together: a `Barrier` wakes them after the tick, then each
+/// spins until the last one has woken, which releases the burst. (Timing each thread from
+/// its own wake-up would let one finish its burst before the other runs, and hide the
+/// contention the burst is meant to show.)
 fn in_bursts(
     threads: usize,
-    calls: u64,
+    bursts: u64,
     calls_per_burst: u64,
     ticks_between: u64,
     call: &(impl Fn() + Sync),
 ) -> Duration {
-    let bursts = calls.div_ceil(calls_per_burst);
+    let epoch = Instant::now();
+    let nanos = || epoch.elapsed().as_nanos() as u64;
     let barrier = Barrier::new(threads + 1);
+    let woken = AtomicU64::new(0);
+    let released = AtomicU64::new(0);
+    let released_at = AtomicU64::new(0);
+    let finished = AtomicU64::new(0);
+    let last_return = AtomicU64::new(0);
+    let threads = threads as u64;
     thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut timed = Duration::ZERO;
-                    for _ in 0..bursts {
-                        barrier.wait();
-                        let start = Instant::now();
-                        for _ in 0..calls_per_burst {
-                            call();
-                        }
-                        timed += start.elapsed();
+        for _ in 0..threads {
+            s.spawn(|| {
+                for burst in 1..=bursts {
+                    barrier.wait();
+                    if woken.fetch_add(1, Ordering::AcqRel) + 1 == threads * burst {
+                        released_at.store(nanos(), Ordering::Relaxed);
+                        released.store(burst, Ordering::Release);
                     }
-                    timed
-                })
-            })
-            .collect();
-        for _ in 0..bursts {
+                    while released.load(Ordering::Acquire) < burst {
+                        std::hint::spin_loop();
+                    }
+                    for _ in 0..calls_per_burst {
+                        call();
+                    }
+                    last_return.fetch_max(nanos(), Ordering::AcqRel);
+                    finished.fetch_add(1, Ordering::AcqRel);
+                }
+            });
+        }
+        let mut wall = 0;
+        for burst in 1..=bursts {
             for _ in 0..ticks_between {
                 wait_for_tick();
             }
             barrier.wait();
+            while finished.load(Ordering::Acquire) < threads * burst {
+                thread::yield_now();
+            }
+            wall += last_return.load(Ordering::Acquire) - released_at.load(Ordering::Relaxed);
         }
-        let slowest = handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .max()
-            .unwrap();
-        // Scale back to exactly `calls` calls.
-        slowest.mul_f64(calls as f64 / (bursts * calls_per_burst) as f64)
+        Duration::from_nanos(wall)
     })
+}
+
+/// `in_bursts` for `ids` IDs in all, `per_burst` per thread per burst, scaled back to
+/// exactly `ids`.
+fn wall_per(
+    ids: u64,
+    threads: usize,
+    per_burst: u64,
+    ticks: u64,
+    call: &(impl Fn() + Sync),
+) -> Duration {
+    let per_burst_all = per_burst * threads as u64;
+    let bursts = ids.div_ceil(per_burst_all);
+    in_bursts(threads, bursts, per_burst, ticks, call)
+        .mul_f64(ids as f64 / (bursts * per_burst_all) as f64)
 }
 
 fn below_ceiling_for<P: Peer>(c: &mut Criterion) {
@@ -96,8 +127,9 @@ fn below_ceiling_for<P: Peer>(c: &mut Criterion) {
         .measurement_time(Duration::from_millis(150));
     for threads in [1usize, 2] {
         group.bench_with_input(BenchmarkId::new(P::NAME, threads), &threads, |b, &t| {
+            // An iteration is one ID, of all the threads': wall time over IDs.
             b.iter_custom(|iters| {
-                in_bursts(t, iters, BURST_IDS / t as u64, 1, &|| keep(peer.next()))
+                wall_per(iters, t, BURST_IDS / t as u64, 1, &|| keep(peer.next()))
             })
         });
     }
@@ -123,7 +155,7 @@ fn batches_for<P: Peer>(c: &mut Criterion) {
             let ticks = (n as u64).div_ceil(BURST_IDS);
             group.bench_with_input(BenchmarkId::new(P::NAME, n), &n, |b, &n| {
                 b.iter_custom(|iters| {
-                    in_bursts(1, iters, per_burst, ticks, &|| {
+                    wall_per(iters, 1, per_burst, ticks, &|| {
                         assert_eq!(peer.next_batch(n, batch), Some(n));
                     })
                 })
