@@ -92,13 +92,18 @@ impl RecentClock {
 
 impl Drop for Upkeep {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Release);
-        if let Some(thread) = self.thread.take() {
-            thread.thread().unpark();
-            // The thread only loads, stores and parks: it cannot panic, and a join error
-            // would carry nothing to act on.
-            let _ = thread.join();
-        }
+        stop_upkeep(&self.shared.stop, self.thread.take());
+    }
+}
+
+/// Tells an upkeep thread to stop, wakes it and joins it.
+fn stop_upkeep(stop: &AtomicBool, thread: Option<std::thread::JoinHandle<()>>) {
+    stop.store(true, Ordering::Release);
+    if let Some(thread) = thread {
+        thread.thread().unpark();
+        // The thread only loads, stores and parks: it cannot panic, and a join error would
+        // carry nothing to act on.
+        let _ = thread.join();
     }
 }
 
@@ -260,12 +265,7 @@ impl DefaultShared {
 
 impl Drop for DefaultUpkeep {
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Release);
-        if let Some(thread) = self.thread.take() {
-            thread.thread().unpark();
-            // The thread only loads, stores and parks: a join error carries nothing to act on.
-            let _ = thread.join();
-        }
+        stop_upkeep(&self.shared.stop, self.thread.take());
     }
 }
 
