@@ -331,3 +331,108 @@ fn moving_to_a_lower_worker_number_with_an_older_mark_keeps_ids_increasing() {
         assert_eq!(generator.decode(*ids.last().unwrap()).worker, 0);
     });
 }
+
+/// The fast path (`FastPath::issue_one`) decides most calls on its own, and defers in the
+/// last `borrow_ms` milliseconds of the layout: two threads race through its window and
+/// past it, then the full transition takes over at the end of the layout. (A fast path
+/// that let a slot past the window or past the layout through would issue an ID dated
+/// ahead of the borrow, or after the layout's last millisecond: this model checks every
+/// ID's time and the refusal at the end.)
+#[test]
+fn the_fast_path_hands_over_to_the_full_transition_at_the_end_of_the_layout() {
+    loom::model(|| {
+        // 4 time bits: milliseconds 0..=15 since the epoch; 2 IDs per millisecond; 1 ms of
+        // borrowing, so the fast path serves readings below 14 and defers from 14 on.
+        let layout = Layout::new(4, 29, 29, 1).unwrap();
+        let epoch = layout.epoch_unix_ms();
+        let clock = ManualClock::new(epoch + 12);
+        let generator = Arc::new(
+            Generator::builder()
+                .layout(layout)
+                .clock(clock.clone())
+                .clock_back_tolerance_ms(0)
+                .borrow_ahead_ms(1)
+                .build()
+                .unwrap(),
+        );
+        // Milliseconds 12 and 13 (borrowed) hold four IDs; the fifth must wait for the
+        // clock to reach 13, which the ticker moves it to once a call waits.
+        let a = spawn_ids(&generator, 3);
+        let b = spawn_ids(&generator, 2);
+        spawn_ticker(&generator, &clock).join().unwrap();
+        let mut lists = vec![a.join().unwrap(), b.join().unwrap()];
+        // From 14 the full transition decides; 15 is the last millisecond, 16 past the end.
+        clock.set(epoch + 15);
+        let late = vec![generator.next_id().unwrap(), generator.next_id().unwrap()];
+        assert!(matches!(
+            generator.next_id(),
+            Err(Error::TimeExhausted { .. })
+        ));
+        lists.push(late);
+        let all = assert_unique_and_increasing(&lists);
+        let times: Vec<u64> = all
+            .iter()
+            .map(|&id| generator.decode(id).unix_ms - epoch)
+            .collect();
+        assert_eq!(times, [12, 12, 13, 13, 14, 15, 15]);
+    });
+}
+
+/// The default clock's shared word (`CachedReading`): a reader racing the upkeep thread's
+/// refreshes and end of period never sees a reading ahead of the clock or going backwards,
+/// and a reader that finds the thread parked gets the precise reading and leaves demand
+/// noted, so the thread resumes rather than parking on a word readers depend on.
+#[test]
+fn the_default_clocks_word_never_leads_the_clock_nor_goes_back() {
+    use idgen::{CachedReading, Clock};
+    loom::model(|| {
+        let clock = ManualClock::new(T0);
+        let word = Arc::new(CachedReading::idle());
+        let upkeep = {
+            let (clock, word) = (clock.clone(), word.clone());
+            thread::spawn(move || {
+                word.refresh(clock.now_unix_ms());
+                word.refresh(clock.now_unix_ms());
+                // The first refresh counted as asked; the second end of period is idle
+                // unless the reader asked in between.
+                word.end_period();
+                word.end_period()
+            })
+        };
+        let reader = {
+            let (clock, word) = (clock.clone(), word.clone());
+            thread::spawn(move || {
+                let mut seen = Vec::new();
+                let mut resumed = false;
+                // The clock moves while the upkeep thread may hold an older reading.
+                clock.advance(1);
+                for _ in 0..2 {
+                    let reading = match word.read() {
+                        Some(reading) => reading,
+                        None => {
+                            let precise = clock.now_unix_ms();
+                            word.resume(precise);
+                            resumed = true;
+                            precise
+                        }
+                    };
+                    assert!(reading <= clock.now_unix_ms(), "reading ahead of the clock");
+                    seen.push(reading);
+                }
+                assert!(seen[0] <= seen[1], "reading went back: {seen:?}");
+                resumed
+            })
+        };
+        let resumed = reader.join().unwrap();
+        let busy = upkeep.join().unwrap();
+        if !busy && !resumed {
+            // Parked after the reader was done: the word says so, and the next reader
+            // goes to the precise clock.
+            assert!(word.is_idle());
+            assert_eq!(word.read(), None);
+        }
+        if !word.is_idle() {
+            assert!(word.read().unwrap() <= clock.now_unix_ms());
+        }
+    });
+}

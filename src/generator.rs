@@ -11,7 +11,7 @@ use crate::clock::Clock;
 use crate::error::{Error, Field};
 use crate::id::Id;
 use crate::layout::{IdParts, Layout};
-use crate::state::{Rules, Step, Tenure};
+use crate::state::{FastPath, Rules, Step, Tenure};
 use crate::sync::{AtomicU64, Ordering};
 
 /// Default of [`Builder::clock_back_tolerance_ms`].
@@ -38,6 +38,8 @@ pub struct Generator<C: Clock = DefaultClock> {
     /// The next free (millisecond, sequence) slot: see `state.rs`. On a cache line of its own,
     /// so that neither the read-only fields below nor neighbouring data ping-pong with it.
     state: CachePadded<AtomicU64>,
+    /// `rules`' common case, checked by `next_id` before anything else.
+    fast: FastPath,
     rules: Rules,
     /// The node this generator issues as and its ceiling, packed (see [`Tenure`]). Only a
     /// lease keeper writes it, and rarely, so it sits with the read-only fields: one line
@@ -278,15 +280,17 @@ impl<C: Clock> Builder<C> {
             None => 0,
             Some(mark) => first_slot_after(&layout, node_bits, mark)?,
         };
+        let rules = Rules {
+            sequence_bits: layout.sequence_bits(),
+            max_elapsed_ms: layout.max_elapsed_ms(),
+            tolerance_ms: self.tolerance_ms,
+            borrow_ms: self.borrow_ms,
+        };
         Ok(Generator {
             state: CachePadded::new(AtomicU64::new(next_free)),
             tenure: AtomicU64::new(tenure.0),
-            rules: Rules {
-                sequence_bits: layout.sequence_bits(),
-                max_elapsed_ms: layout.max_elapsed_ms(),
-                tolerance_ms: self.tolerance_ms,
-                borrow_ms: self.borrow_ms,
-            },
+            fast: rules.fast_path(),
+            rules,
             time_shift: layout.time_shift(),
             node_mask: ((1 << layout.time_shift()) - 1) & !layout.max_sequence(),
             sequence_mask: layout.max_sequence(),
@@ -359,11 +363,12 @@ impl<C: Clock> Generator<C> {
         // The state first, then the tenure: see `reserve`.
         let state = self.state.load(Ordering::Acquire);
         let tenure = self.tenure();
-        if let Some(now_ms) = self.clock.recent_unix_ms().checked_sub(self.epoch_unix_ms)
-            && let Step::Issue { first, next } = self.rules.advance(state, now_ms, 1)
+        // A reading before the epoch wraps to a huge value, which the fast path defers.
+        let now_ms = self.clock.recent_unix_ms().wrapping_sub(self.epoch_unix_ms);
+        if let Some(first) = self.fast.issue_one(state, now_ms)
             && self
                 .state
-                .compare_exchange_weak(state, next, Ordering::Release, Ordering::Acquire)
+                .compare_exchange_weak(state, first + 1, Ordering::Release, Ordering::Acquire)
                 .is_ok()
         {
             let id = self.compose(first, tenure);

@@ -122,7 +122,6 @@ mod id;
 mod layout;
 #[cfg(not(idgen_loom))]
 pub mod lease;
-#[cfg(not(idgen_loom))]
 mod recent_clock;
 #[cfg(not(idgen_loom))]
 mod sharded;
@@ -140,6 +139,10 @@ pub use error::{Error, Field, ParseIdError};
 pub use generator::{Builder, DEFAULT_CLOCK_BACK_TOLERANCE_MS, Generator, Stats};
 pub use id::{Base32, Id};
 pub use layout::{DEFAULT_EPOCH_UNIX_MS, IdParts, Layout};
+/// The default clock's shared word, for the loom model of its protocol.
+#[cfg(idgen_loom)]
+#[doc(hidden)]
+pub use recent_clock::CachedReading;
 #[cfg(not(idgen_loom))]
 pub use recent_clock::{DEFAULT_CLOCK_IDLE, DefaultClock, RECENT_CLOCK_INTERVAL, RecentClock};
 #[cfg(not(idgen_loom))]

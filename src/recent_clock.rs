@@ -1,17 +1,148 @@
 //! The cached clocks: a reading kept current by a background thread, so a call costs one
 //! atomic load. [`DefaultClock`] shares one thread per process and parks it when idle;
-//! [`RecentClock`] has a thread of its own. Not built under loom, whose models run no real
-//! threads; loom models inject a lagging clock instead.
+//! [`RecentClock`] has a thread of its own. The clocks are not built under loom, whose
+//! models run no real threads (loom models inject a lagging clock instead); the protocol of
+//! the default clock's shared word, [`CachedReading`], is, and has a model of its own.
 
+#[cfg(not(idgen_loom))]
 use std::fmt;
+#[cfg(not(idgen_loom))]
 use std::sync::{Mutex, OnceLock, PoisonError, Weak};
+#[cfg(not(idgen_loom))]
 use std::time::{Duration, Instant};
 
+#[cfg(not(idgen_loom))]
 use crate::clock::{Clock, MonotonicClock};
+#[cfg(not(idgen_loom))]
 use crate::error::Error;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
+#[cfg(not(idgen_loom))]
+use crate::sync::{Arc, AtomicBool};
+use crate::sync::{AtomicU64, Ordering};
+
+/// The shared word of [`DefaultClock`]: `unix_ms << 1 | asked` while an upkeep thread keeps
+/// it current, 0 while none does.
+///
+/// One load gives a reader both the reading and whether demand has been noted this period,
+/// so the fast path pays one load and one (never taken) branch. Readers set `asked` when
+/// they find it clear, which happens once per idle period, not once per call. The upkeep
+/// thread keeps the bit through its refreshes, clears it at the end of each period, and
+/// parks (storing 0) at the end of a period in which nobody set it; a reader that finds 0
+/// reads the precise clock itself, stores that reading with `asked` set, and wakes it.
+///
+/// Every value stored is a reading of the one precise clock taken before the store, and no
+/// store but a park's 0 lowers the word: so the word is never ahead of the precise clock,
+/// and the readings one reader gets, cached or precise, never go backwards.
+#[derive(Debug)]
+#[doc(hidden)]
+pub struct CachedReading(AtomicU64);
+
+const ASKED: u64 = 1;
+
+impl CachedReading {
+    /// A word no thread keeps current yet.
+    #[cfg(not(idgen_loom))]
+    const fn idle() -> Self {
+        CachedReading(AtomicU64::new(0))
+    }
+
+    /// A word no thread keeps current yet (loom's atomics are not `const`).
+    #[cfg(idgen_loom)]
+    pub fn idle() -> Self {
+        CachedReading(AtomicU64::new(0))
+    }
+
+    /// The cached reading, or `None` while no thread keeps it current (then read the precise
+    /// clock and call [`CachedReading::resume`]).
+    #[inline]
+    pub fn read(&self) -> Option<u64> {
+        let word = self.0.load(Ordering::Acquire);
+        if word & ASKED == 0 {
+            return self.note_demand(word);
+        }
+        Some(word >> 1)
+    }
+
+    #[cold]
+    fn note_demand(&self, word: u64) -> Option<u64> {
+        if word == 0 {
+            return None;
+        }
+        // Failure means the upkeep thread stored a newer word: this period is noted by the
+        // next call that finds the bit clear, or the thread parks and the next call wakes it.
+        let _ = self
+            .0
+            .compare_exchange(word, word | ASKED, Ordering::Relaxed, Ordering::Relaxed);
+        Some(word >> 1)
+    }
+
+    /// After a reader found no thread keeping the word current and read the precise clock
+    /// itself: raises the word to that reading and notes demand. The caller then wakes the
+    /// upkeep thread. Raising, not just filling a 0, keeps a reader's readings in order: a
+    /// reader that returned this precise reading can only see a word at least as high after.
+    pub fn resume(&self, precise_unix_ms: u64) {
+        self.raise(precise_unix_ms, ASKED);
+    }
+
+    /// The upkeep thread's refresh with a precise reading: raises the reading, keeps the
+    /// `asked` bit, and counts a word found at 0 (a thread just started or woken) as asked.
+    pub fn refresh(&self, precise_unix_ms: u64) {
+        self.raise(precise_unix_ms, 0);
+    }
+
+    /// Raises the reading to `precise_unix_ms` (never lowers it) and sets `asked` bits.
+    fn raise(&self, precise_unix_ms: u64, asked: u64) {
+        let mut word = self.0.load(Ordering::Relaxed);
+        loop {
+            let next = if word == 0 {
+                precise_unix_ms << 1 | ASKED
+            } else {
+                (word >> 1).max(precise_unix_ms) << 1 | (word & ASKED) | asked
+            };
+            match self
+                .0
+                .compare_exchange_weak(word, next, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// The end of an upkeep period: `true` (busy) if a reader asked during it, and the bit
+    /// is cleared for the next; `false` (idle) if nobody did, and the word is now 0: the
+    /// thread should park until a reader wakes it.
+    pub fn end_period(&self) -> bool {
+        let mut word = self.0.load(Ordering::Relaxed);
+        loop {
+            let (next, busy) = if word & ASKED != 0 {
+                (word & !ASKED, true)
+            } else {
+                (0, false)
+            };
+            match self
+                .0
+                .compare_exchange_weak(word, next, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return busy,
+                Err(actual) => word = actual,
+            }
+        }
+    }
+
+    /// Whether no thread keeps the word current (it is 0).
+    pub fn is_idle(&self) -> bool {
+        self.0.load(Ordering::Acquire) == 0
+    }
+
+    /// The upkeep thread is stopping: no reading is kept current from now on.
+    #[cfg(not(idgen_loom))]
+    fn clear(&self) {
+        self.0.store(0, Ordering::Release);
+    }
+}
 
 /// Default refresh interval of [`RecentClock`]'s upkeep thread.
+#[cfg(not(idgen_loom))]
 pub const RECENT_CLOCK_INTERVAL: Duration = Duration::from_micros(500);
 
 /// The fast clock: a [`MonotonicClock`] read by a background thread every
@@ -36,11 +167,13 @@ pub const RECENT_CLOCK_INTERVAL: Duration = Duration::from_micros(500);
 /// # Ok::<(), idgen::Error>(())
 /// ```
 #[derive(Clone)]
+#[cfg(not(idgen_loom))]
 pub struct RecentClock {
     shared: Arc<RecentShared>,
     _upkeep: Arc<Upkeep>,
 }
 
+#[cfg(not(idgen_loom))]
 struct RecentShared {
     precise: MonotonicClock,
     recent_unix_ms: AtomicU64,
@@ -48,11 +181,13 @@ struct RecentShared {
 }
 
 /// Owns the upkeep thread: dropped with the last clone of the clock, it stops the thread.
+#[cfg(not(idgen_loom))]
 struct Upkeep {
     shared: Arc<RecentShared>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+#[cfg(not(idgen_loom))]
 impl RecentClock {
     /// A recent clock over a new [`MonotonicClock`], refreshed every
     /// [`RECENT_CLOCK_INTERVAL`]. Fails only if the upkeep thread cannot be started.
@@ -90,6 +225,7 @@ impl RecentClock {
     }
 }
 
+#[cfg(not(idgen_loom))]
 impl Drop for Upkeep {
     fn drop(&mut self) {
         stop_upkeep(&self.shared.stop, self.thread.take());
@@ -97,6 +233,7 @@ impl Drop for Upkeep {
 }
 
 /// Tells an upkeep thread to stop, wakes it and joins it.
+#[cfg(not(idgen_loom))]
 fn stop_upkeep(stop: &AtomicBool, thread: Option<std::thread::JoinHandle<()>>) {
     stop.store(true, Ordering::Release);
     if let Some(thread) = thread {
@@ -107,6 +244,7 @@ fn stop_upkeep(stop: &AtomicBool, thread: Option<std::thread::JoinHandle<()>>) {
     }
 }
 
+#[cfg(not(idgen_loom))]
 impl Clock for RecentClock {
     #[inline]
     fn now_unix_ms(&self) -> u64 {
@@ -121,6 +259,7 @@ impl Clock for RecentClock {
 
 /// How long the shared upkeep thread of [`DefaultClock`] goes on refreshing after the last
 /// reading was asked for, before it parks.
+#[cfg(not(idgen_loom))]
 pub const DEFAULT_CLOCK_IDLE: Duration = Duration::from_millis(100);
 
 /// The default clock of [`Generator`](crate::Generator), [`ShardedGenerator`](crate::ShardedGenerator)
@@ -128,7 +267,7 @@ pub const DEFAULT_CLOCK_IDLE: Duration = Duration::from_millis(100);
 /// reading kept current by one upkeep thread that every `DefaultClock` of the process
 /// shares.
 ///
-/// A call costs one or two atomic loads instead of a clock read. The thread refreshes the
+/// A call costs one atomic load (of one process-wide word) instead of a clock read. The thread refreshes the
 /// reading every [`RECENT_CLOCK_INTERVAL`] while IDs are asked for, and parks once none has
 /// been asked for [`DEFAULT_CLOCK_IDLE`]: an idle process pays no wake-ups at all. The
 /// first call after that reads the precise clock itself and wakes the thread. It starts
@@ -148,18 +287,21 @@ pub const DEFAULT_CLOCK_IDLE: Duration = Duration::from_millis(100);
 /// # Ok::<(), idgen::Error>(())
 /// ```
 #[derive(Clone)]
+#[cfg(not(idgen_loom))]
 pub struct DefaultClock {
     shared: Arc<DefaultShared>,
     _upkeep: Arc<DefaultUpkeep>,
 }
 
+/// The reading every `DefaultClock` of the process shares, on a cache line of its own: a
+/// static, so that a read is one load from a fixed address.
+#[cfg(not(idgen_loom))]
+static DEFAULT_READING: crossbeam_utils::CachePadded<CachedReading> =
+    crossbeam_utils::CachePadded::new(CachedReading::idle());
+
+#[cfg(not(idgen_loom))]
 struct DefaultShared {
     precise: MonotonicClock,
-    /// The cached reading, 0 while the upkeep thread is parked or not running: readers then
-    /// read the precise clock and wake it.
-    recent_unix_ms: AtomicU64,
-    /// Set by readers when clear, cleared by the upkeep thread once per idle period.
-    asked: AtomicBool,
     stop: AtomicBool,
     /// Refreshes so far, for tests and the curious.
     refreshes: AtomicU64,
@@ -167,21 +309,25 @@ struct DefaultShared {
 }
 
 /// Owns the shared upkeep thread: dropped with the last `DefaultClock`, it stops it.
+#[cfg(not(idgen_loom))]
 struct DefaultUpkeep {
     shared: Arc<DefaultShared>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// The process's upkeep, while any `DefaultClock` lives.
+#[cfg(not(idgen_loom))]
 static DEFAULT_UPKEEP: Mutex<Weak<DefaultUpkeep>> = Mutex::new(Weak::new());
 
 /// The `MonotonicClock` under every `DefaultClock`: built once, since the first
 /// `quanta::Clock` of a process calibrates.
+#[cfg(not(idgen_loom))]
 fn default_precise() -> MonotonicClock {
     static PRECISE: OnceLock<MonotonicClock> = OnceLock::new();
     PRECISE.get_or_init(MonotonicClock::new).clone()
 }
 
+#[cfg(not(idgen_loom))]
 impl DefaultClock {
     /// The process's default clock, starting its upkeep thread if none runs.
     pub fn new() -> Self {
@@ -196,8 +342,6 @@ impl DefaultClock {
         }
         let shared = Arc::new(DefaultShared {
             precise: default_precise(),
-            recent_unix_ms: AtomicU64::new(0),
-            asked: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             refreshes: AtomicU64::new(0),
             thread: OnceLock::new(),
@@ -229,52 +373,56 @@ impl DefaultClock {
     #[cold]
     fn read_and_wake(&self) -> u64 {
         let shared = &*self.shared;
-        shared.asked.store(true, Ordering::Relaxed);
+        let now = shared.precise.now_unix_ms();
+        DEFAULT_READING.resume(now);
         if let Some(thread) = shared.thread.get() {
             thread.unpark();
         }
-        shared.precise.now_unix_ms()
+        now
     }
 }
 
+#[cfg(not(idgen_loom))]
 impl DefaultShared {
     fn upkeep(&self) {
         let mut checked = Instant::now();
         while !self.stop.load(Ordering::Acquire) {
-            self.recent_unix_ms
-                .store(self.precise.now_unix_ms(), Ordering::Release);
+            DEFAULT_READING.refresh(self.precise.now_unix_ms());
             self.refreshes.fetch_add(1, Ordering::Relaxed);
             if checked.elapsed() >= DEFAULT_CLOCK_IDLE {
-                checked = Instant::now();
-                if !self.asked.swap(false, Ordering::Relaxed) {
-                    // Nobody asked for a whole period: stop refreshing. Readers now see 0,
-                    // read the precise clock, and unpark this thread.
-                    self.recent_unix_ms.store(0, Ordering::Release);
-                    while !self.asked.load(Ordering::Relaxed) && !self.stop.load(Ordering::Acquire)
-                    {
+                if !DEFAULT_READING.end_period() {
+                    // Nobody asked for a whole period: the word is 0, so readers read the
+                    // precise clock, store it, and unpark this thread.
+                    while DEFAULT_READING.is_idle() && !self.stop.load(Ordering::Acquire) {
                         std::thread::park();
                     }
-                    checked = Instant::now();
-                    continue;
                 }
+                checked = Instant::now();
+                continue;
             }
             std::thread::park_timeout(RECENT_CLOCK_INTERVAL);
         }
+        // Nothing keeps the reading current now: readers go to the precise clock until
+        // another upkeep thread starts.
+        DEFAULT_READING.clear();
     }
 }
 
+#[cfg(not(idgen_loom))]
 impl Drop for DefaultUpkeep {
     fn drop(&mut self) {
         stop_upkeep(&self.shared.stop, self.thread.take());
     }
 }
 
+#[cfg(not(idgen_loom))]
 impl Default for DefaultClock {
     fn default() -> Self {
         DefaultClock::new()
     }
 }
 
+#[cfg(not(idgen_loom))]
 impl Clock for DefaultClock {
     #[inline]
     fn now_unix_ms(&self) -> u64 {
@@ -283,32 +431,25 @@ impl Clock for DefaultClock {
 
     #[inline]
     fn recent_unix_ms(&self) -> u64 {
-        let shared = &*self.shared;
-        let recent = shared.recent_unix_ms.load(Ordering::Acquire);
-        if recent == 0 {
-            return self.read_and_wake();
+        match DEFAULT_READING.read() {
+            Some(recent) => recent,
+            None => self.read_and_wake(),
         }
-        // A store only when the flag was cleared: once per idle period, not per call.
-        if !shared.asked.load(Ordering::Relaxed) {
-            shared.asked.store(true, Ordering::Relaxed);
-        }
-        recent
     }
 }
 
+#[cfg(not(idgen_loom))]
 impl fmt::Debug for DefaultClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DefaultClock")
-            .field(
-                "recent_unix_ms",
-                &self.shared.recent_unix_ms.load(Ordering::Relaxed),
-            )
+            .field("cached", &*DEFAULT_READING)
             .field("refreshes", &self.refreshes())
             .field("precise", &self.shared.precise)
             .finish()
     }
 }
 
+#[cfg(not(idgen_loom))]
 impl fmt::Debug for RecentClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RecentClock")
@@ -318,7 +459,7 @@ impl fmt::Debug for RecentClock {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(idgen_loom)))]
 mod tests {
     use super::*;
 

@@ -101,6 +101,26 @@ impl Rules {
         }
     }
 
+    /// The constants of [`FastPath::issue_one`] for these rules.
+    pub(crate) const fn fast_path(&self) -> FastPath {
+        let bits = self.sequence_bits;
+        if self.borrow_ms >= self.max_elapsed_ms {
+            // A borrow that reaches the end of the layout: every call takes the full
+            // transition (no `now_ms` is below 0).
+            return FastPath {
+                sequence_bits: bits,
+                until_ms: 0,
+                window: 0,
+            };
+        }
+        FastPath {
+            sequence_bits: bits,
+            until_ms: self.max_elapsed_ms - self.borrow_ms,
+            // Fits: borrow_ms + 1 <= max_elapsed_ms < 2^time_bits, time_bits + bits <= 63.
+            window: (self.borrow_ms + 1) << bits,
+        }
+    }
+
     /// The end of a reservation of up to `want` slots from `start`, inside its millisecond.
     #[inline]
     fn take(&self, start: u64, want: u64) -> u64 {
@@ -110,6 +130,43 @@ impl Rules {
         }
         let end_of_ms = ((start >> self.sequence_bits) + 1) << self.sequence_bits;
         start + want.min(end_of_ms - start)
+    }
+}
+
+/// The fast path for one slot: the common case of [`Rules::advance`] with `want == 1`,
+/// decided with one range check of the clock and one of the slot.
+///
+/// [`FastPath::issue_one`] gives `Some(first)` only where `advance` gives `Issue { first,
+/// next: first + 1 }`, and gives it for every such case except in the last `borrow_ms`
+/// milliseconds of the layout; `None` sends the call to the full transition. The two
+/// checks stand for all of `advance`'s: `now_ms < until_ms` covers a clock before the epoch
+/// (the caller's wrapping subtraction makes it huge) and the end of the layout, and
+/// `first - floor < window` says the slot's millisecond is at most `now_ms + borrow_ms`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FastPath {
+    sequence_bits: u32,
+    /// `max_elapsed_ms - borrow_ms`: below it, every slot the window allows lies inside the
+    /// layout.
+    until_ms: u64,
+    /// `(borrow_ms + 1) << sequence_bits`: how far past the clock's first slot a slot may be.
+    window: u64,
+}
+
+impl FastPath {
+    /// The slot to take from `next_free` when the clock reads `now_ms` (milliseconds since
+    /// the epoch, wrapped if before it), or `None` for the full transition to decide.
+    #[inline]
+    pub(crate) fn issue_one(&self, next_free: u64, now_ms: u64) -> Option<u64> {
+        if now_ms >= self.until_ms {
+            return None;
+        }
+        let floor = now_ms << self.sequence_bits;
+        let first = next_free.max(floor);
+        if first - floor < self.window {
+            Some(first)
+        } else {
+            None
+        }
     }
 }
 
@@ -243,6 +300,39 @@ mod tests {
             ..RULES
         };
         assert_eq!(borrowing.advance(slot(1001, 0), 999, 1), Step::Exhausted);
+    }
+
+    /// Every state and reading of a small layout, with and without borrowing: the fast
+    /// path issues exactly where the full transition says `Issue` for one slot (outside
+    /// the last `borrow_ms` milliseconds, where it defers), and the same slot.
+    #[test]
+    fn the_fast_path_agrees_with_the_full_transition() {
+        for borrow_ms in [0, 1, 3, 999, 1000, 5000] {
+            let rules = Rules { borrow_ms, ..RULES };
+            let fast = rules.fast_path();
+            let end = slot(RULES.max_elapsed_ms + 2, 0);
+            for next_free in 0..end {
+                for now_ms in (0..RULES.max_elapsed_ms + 3).chain([u64::MAX - 1, u64::MAX]) {
+                    let full = rules.advance(next_free, now_ms, 1);
+                    match fast.issue_one(next_free, now_ms) {
+                        Some(first) => assert_eq!(
+                            full,
+                            Step::Issue {
+                                first,
+                                next: first + 1
+                            },
+                            "borrow {borrow_ms}, state {next_free}, now {now_ms}"
+                        ),
+                        None => assert!(
+                            !matches!(full, Step::Issue { .. })
+                                || now_ms + borrow_ms >= RULES.max_elapsed_ms,
+                            "deferred an Issue: borrow {borrow_ms}, state {next_free}, \
+                             now {now_ms}: {full:?}"
+                        ),
+                    }
+                }
+            }
+        }
     }
 }
 

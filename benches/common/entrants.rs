@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use idgen::{Clock, DefaultClock, Generator, Id, Layout, RecentClock, ShardedGenerator};
 
 use super::peers::{Batch, Peer};
-use super::{FetchAdd, MutexGenerator, clock, recent_clock};
+use super::{CasLoop, FetchAdd, MutexGenerator, clock, recent_clock};
 
 /// A clock an idgen entrant can run on, and the entrant's name with it.
 pub trait EntrantClock: Clock + Sized {
@@ -91,6 +91,21 @@ impl Peer for BareFetchAdd {
     const NAME: &'static str = "fetch_add";
     fn new() -> Self {
         BareFetchAdd(FetchAdd::default())
+    }
+    #[inline]
+    fn next(&self) -> u128 {
+        u128::from(self.0.next())
+    }
+}
+
+/// Baseline: the floor of any compare-and-swap generator, one load and one
+/// compare-and-swap per ID with no clock and no rules.
+pub struct BareCasLoop(CasLoop);
+
+impl Peer for BareCasLoop {
+    const NAME: &'static str = "cas_loop";
+    fn new() -> Self {
+        BareCasLoop(CasLoop::default())
     }
     #[inline]
     fn next(&self) -> u128 {
