@@ -4,7 +4,9 @@
 //! - `below_ceiling/<entrant>/<threads>`: wait for a millisecond tick, then time a burst of
 //!   1,500 IDs (split over the threads): below the 4,096-per-ms sequence space of every
 //!   Snowflake layout here, so nothing waits for the clock. The threads are released
-//!   together; wall time from release to the last ID, over all the threads' IDs.
+//!   together; the median burst's wall time from release to the last ID, over all the
+//!   threads' IDs. Baselines: a bare `fetch_add`, and `cas_loop` (a load and a
+//!   compare-and-swap, the floor of any CAS generator).
 //! - `contention/<entrant>/<threads>`: 1 to 8 threads (more than this machine's cores)
 //!   calling without pause: idgen shared, idgen sharded, and the Mutex baseline, on a layout
 //!   with 16 workers and 18 sequence bits so that the ceiling stays out of the way.

@@ -436,3 +436,36 @@ fn the_default_clocks_word_never_leads_the_clock_nor_goes_back() {
         }
     });
 }
+
+/// A reader stalled between its precise reading and raising the word, while another reader
+/// raised it further and the upkeep thread parked: the late raise never lowers the word,
+/// so the other reader's readings never go backwards. (A word that forgot its reading when
+/// parked, and took the late raise as is, fails this model.)
+#[test]
+fn a_late_raise_after_a_park_never_lowers_the_default_clocks_word() {
+    use idgen::{CachedReading, Clock};
+    fn read_or_resume(word: &CachedReading, clock: &ManualClock) -> u64 {
+        word.read().unwrap_or_else(|| {
+            let precise = clock.now_unix_ms();
+            word.resume(precise);
+            precise
+        })
+    }
+    loom::model(|| {
+        let clock = ManualClock::new(T0);
+        let word = Arc::new(CachedReading::idle());
+        let stalled = {
+            let (clock, word) = (clock.clone(), word.clone());
+            thread::spawn(move || read_or_resume(&word, &clock))
+        };
+        clock.advance(1);
+        let first = read_or_resume(&word, &clock);
+        // The upkeep thread's two period ends: the first clears the demand, the second parks.
+        word.end_period();
+        word.end_period();
+        let second = read_or_resume(&word, &clock);
+        assert!(first <= second, "reading went back: {first} then {second}");
+        assert!(second <= clock.now_unix_ms());
+        stalled.join().unwrap();
+    });
+}

@@ -19,36 +19,42 @@ use crate::error::Error;
 use crate::sync::{Arc, AtomicBool};
 use crate::sync::{AtomicU64, Ordering};
 
-/// The shared word of [`DefaultClock`]: `unix_ms << 1 | asked` while an upkeep thread keeps
-/// it current, 0 while none does.
+/// The shared word of [`DefaultClock`]: `unix_ms << 2 | parked << 1 | asked`.
 ///
-/// One load gives a reader both the reading and whether demand has been noted this period,
-/// so the fast path pays one load and one (never taken) branch. Readers set `asked` when
-/// they find it clear, which happens once per idle period, not once per call. The upkeep
-/// thread keeps the bit through its refreshes, clears it at the end of each period, and
-/// parks (storing 0) at the end of a period in which nobody set it; a reader that finds 0
-/// reads the precise clock itself, stores that reading with `asked` set, and wakes it.
+/// One load gives a reader the reading and both flags, so the fast path pays one load and
+/// one (never taken) branch: it takes the reading when `asked` is set and `parked` clear.
+/// Readers set `asked` when they find it clear, once per idle period, not once per call.
+/// The upkeep thread keeps the bit through its refreshes, clears it at the end of each
+/// period, and sets `parked` at the end of a period in which nobody set it (or when it
+/// stops). A reader that finds `parked` reads the precise clock itself, raises the word to
+/// that reading (clearing `parked`, setting `asked`) and wakes the thread.
 ///
-/// Every value stored is a reading of the one precise clock taken before the store, and no
-/// store but a park's 0 lowers the word: so the word is never ahead of the precise clock,
-/// and the readings one reader gets, cached or precise, never go backwards.
+/// Every store raises the reading to a precise reading taken before it, or keeps it; none
+/// lowers it, parked or not, in any generation of upkeep thread (the word is one static).
+/// So the word is never ahead of the precise clock, and the readings one reader gets,
+/// cached or precise, never go backwards.
 #[derive(Debug)]
 #[doc(hidden)]
 pub struct CachedReading(AtomicU64);
 
 const ASKED: u64 = 1;
+const PARKED: u64 = 2;
+const FLAGS: u64 = ASKED | PARKED;
+/// The largest reading the word holds; a precise clock past it (`u64::MAX >> 2` ms, far
+/// beyond any layout) is held at it, which is still never ahead.
+const MAX_READING: u64 = u64::MAX >> 2;
 
 impl CachedReading {
     /// A word no thread keeps current yet.
     #[cfg(not(idgen_loom))]
     const fn idle() -> Self {
-        CachedReading(AtomicU64::new(0))
+        CachedReading(AtomicU64::new(PARKED))
     }
 
     /// A word no thread keeps current yet (loom's atomics are not `const`).
     #[cfg(idgen_loom)]
     pub fn idle() -> Self {
-        CachedReading(AtomicU64::new(0))
+        CachedReading(AtomicU64::new(PARKED))
     }
 
     /// The cached reading, or `None` while no thread keeps it current (then read the precise
@@ -56,15 +62,15 @@ impl CachedReading {
     #[inline]
     pub fn read(&self) -> Option<u64> {
         let word = self.0.load(Ordering::Acquire);
-        if word & ASKED == 0 {
+        if word & FLAGS != ASKED {
             return self.note_demand(word);
         }
-        Some(word >> 1)
+        Some(word >> 2)
     }
 
     #[cold]
     fn note_demand(&self, word: u64) -> Option<u64> {
-        if word == 0 {
+        if word & PARKED != 0 {
             return None;
         }
         // Failure means the upkeep thread stored a newer word: this period is noted by the
@@ -72,73 +78,76 @@ impl CachedReading {
         let _ = self
             .0
             .compare_exchange(word, word | ASKED, Ordering::Relaxed, Ordering::Relaxed);
-        Some(word >> 1)
+        Some(word >> 2)
     }
 
-    /// After a reader found no thread keeping the word current and read the precise clock
-    /// itself: raises the word to that reading and notes demand. The caller then wakes the
-    /// upkeep thread. Raising, not just filling a 0, keeps a reader's readings in order: a
-    /// reader that returned this precise reading can only see a word at least as high after.
+    /// After a reader found the word parked and read the precise clock itself: raises the
+    /// word to that reading, unparked, with demand noted. The caller then wakes the upkeep
+    /// thread. A reader that returned this precise reading can only see a word at least as
+    /// high after.
     pub fn resume(&self, precise_unix_ms: u64) {
-        self.raise(precise_unix_ms, ASKED);
+        self.update(|word| raised(word, precise_unix_ms) | ASKED);
     }
 
-    /// The upkeep thread's refresh with a precise reading: raises the reading, keeps the
-    /// `asked` bit, and counts a word found at 0 (a thread just started or woken) as asked.
+    /// The upkeep thread's refresh with a precise reading: raises the reading and keeps
+    /// `asked`; a parked word (a thread just started or woken) is unparked and counted as
+    /// asked.
     pub fn refresh(&self, precise_unix_ms: u64) {
-        self.raise(precise_unix_ms, 0);
-    }
-
-    /// Raises the reading to `precise_unix_ms` (never lowers it) and sets `asked` bits.
-    fn raise(&self, precise_unix_ms: u64, asked: u64) {
-        let mut word = self.0.load(Ordering::Relaxed);
-        loop {
-            let next = if word == 0 {
-                precise_unix_ms << 1 | ASKED
+        self.update(|word| {
+            let asked = if word & PARKED != 0 {
+                ASKED
             } else {
-                (word >> 1).max(precise_unix_ms) << 1 | (word & ASKED) | asked
+                word & ASKED
             };
-            match self
-                .0
-                .compare_exchange_weak(word, next, Ordering::Release, Ordering::Relaxed)
-            {
-                Ok(_) => return,
-                Err(actual) => word = actual,
-            }
-        }
+            raised(word, precise_unix_ms) | asked
+        });
     }
 
     /// The end of an upkeep period: `true` (busy) if a reader asked during it, and the bit
-    /// is cleared for the next; `false` (idle) if nobody did, and the word is now 0: the
-    /// thread should park until a reader wakes it.
+    /// is cleared for the next; `false` (idle) if nobody did, and the word is now parked:
+    /// the thread should park until a reader wakes it.
     pub fn end_period(&self) -> bool {
-        let mut word = self.0.load(Ordering::Relaxed);
-        loop {
-            let (next, busy) = if word & ASKED != 0 {
-                (word & !ASKED, true)
+        let before = self.update(|word| {
+            if word & ASKED != 0 {
+                word & !ASKED
             } else {
-                (0, false)
-            };
-            match self
-                .0
-                .compare_exchange_weak(word, next, Ordering::Release, Ordering::Relaxed)
-            {
-                Ok(_) => return busy,
-                Err(actual) => word = actual,
+                word | PARKED
             }
-        }
+        });
+        before & ASKED != 0
     }
 
-    /// Whether no thread keeps the word current (it is 0).
+    /// Whether no thread keeps the word current (`parked`).
     pub fn is_idle(&self) -> bool {
-        self.0.load(Ordering::Acquire) == 0
+        self.0.load(Ordering::Acquire) & PARKED != 0
     }
 
     /// The upkeep thread is stopping: no reading is kept current from now on.
     #[cfg(not(idgen_loom))]
     fn clear(&self) {
-        self.0.store(0, Ordering::Release);
+        self.update(|word| (word & !ASKED) | PARKED);
     }
+
+    /// Applies `next` until it sticks; returns the word it replaced.
+    fn update(&self, next: impl Fn(u64) -> u64) -> u64 {
+        let mut word = self.0.load(Ordering::Relaxed);
+        loop {
+            match self.0.compare_exchange_weak(
+                word,
+                next(word),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(before) => return before,
+                Err(actual) => word = actual,
+            }
+        }
+    }
+}
+
+/// `word`'s reading raised to `precise_unix_ms` (held at [`MAX_READING`]), with no flags.
+fn raised(word: u64, precise_unix_ms: u64) -> u64 {
+    (word >> 2).max(precise_unix_ms.min(MAX_READING)) << 2
 }
 
 /// Default refresh interval of [`RecentClock`]'s upkeep thread.
@@ -374,8 +383,10 @@ impl DefaultClock {
     fn read_and_wake(&self) -> u64 {
         let shared = &*self.shared;
         let now = shared.precise.now_unix_ms();
-        DEFAULT_READING.resume(now);
+        // Without a thread (it could not be started) the word stays parked, so every call
+        // reads the precise clock rather than a reading nobody refreshes.
         if let Some(thread) = shared.thread.get() {
+            DEFAULT_READING.resume(now);
             thread.unpark();
         }
         now
@@ -391,8 +402,8 @@ impl DefaultShared {
             self.refreshes.fetch_add(1, Ordering::Relaxed);
             if checked.elapsed() >= DEFAULT_CLOCK_IDLE {
                 if !DEFAULT_READING.end_period() {
-                    // Nobody asked for a whole period: the word is 0, so readers read the
-                    // precise clock, store it, and unpark this thread.
+                    // Nobody asked for a whole period: the word is parked, so readers read
+                    // the precise clock, raise the word to it, and unpark this thread.
                     while DEFAULT_READING.is_idle() && !self.stop.load(Ordering::Acquire) {
                         std::thread::park();
                     }
@@ -462,6 +473,31 @@ impl fmt::Debug for RecentClock {
 #[cfg(all(test, not(idgen_loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cached_word_holds_an_absurd_reading_without_wrapping_or_lowering() {
+        let word = CachedReading::idle();
+        assert_eq!(word.read(), None);
+        word.refresh(10);
+        assert_eq!(word.read(), Some(10));
+        word.refresh(1 << 63 | 5);
+        assert_eq!(word.read(), Some(MAX_READING));
+        word.refresh(20);
+        assert_eq!(word.read(), Some(MAX_READING));
+    }
+
+    #[test]
+    fn a_parked_word_keeps_its_reading_and_a_late_resume_never_lowers_it() {
+        let word = CachedReading::idle();
+        word.resume(105);
+        assert!(word.end_period(), "a resume notes demand");
+        assert!(!word.end_period(), "a period without demand parks");
+        assert!(word.is_idle());
+        assert_eq!(word.read(), None);
+        // A reader that read the precise clock before the 105 raises the word only now.
+        word.resume(100);
+        assert_eq!(word.read(), Some(105));
+    }
 
     #[test]
     fn recent_clock_lags_the_precise_reading_by_little_and_never_leads_it() {

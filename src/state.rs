@@ -307,10 +307,19 @@ mod tests {
     /// the last `borrow_ms` milliseconds, where it defers), and the same slot.
     #[test]
     fn the_fast_path_agrees_with_the_full_transition() {
-        for borrow_ms in [0, 1, 3, 999, 1000, 5000] {
-            let rules = Rules { borrow_ms, ..RULES };
+        // 999 is the largest borrow that leaves the fast path one millisecond; from 1000 on
+        // it is off, and every call must be deferred.
+        for (sequence_bits, borrow_ms) in [1, 2]
+            .into_iter()
+            .flat_map(|bits| [0, 1, 3, 999, 1000, 5000].map(|borrow| (bits, borrow)))
+        {
+            let rules = Rules {
+                sequence_bits,
+                borrow_ms,
+                ..RULES
+            };
             let fast = rules.fast_path();
-            let end = slot(RULES.max_elapsed_ms + 2, 0);
+            let end = (RULES.max_elapsed_ms + 2) << sequence_bits;
             for next_free in 0..end {
                 for now_ms in (0..RULES.max_elapsed_ms + 3).chain([u64::MAX - 1, u64::MAX]) {
                     let full = rules.advance(next_free, now_ms, 1);
@@ -321,13 +330,13 @@ mod tests {
                                 first,
                                 next: first + 1
                             },
-                            "borrow {borrow_ms}, state {next_free}, now {now_ms}"
+                            "bits {sequence_bits}, borrow {borrow_ms}, state {next_free}, now {now_ms}"
                         ),
                         None => assert!(
                             !matches!(full, Step::Issue { .. })
                                 || now_ms + borrow_ms >= RULES.max_elapsed_ms,
-                            "deferred an Issue: borrow {borrow_ms}, state {next_free}, \
-                             now {now_ms}: {full:?}"
+                            "deferred an Issue: bits {sequence_bits}, borrow {borrow_ms}, \
+                             state {next_free}, now {now_ms}: {full:?}"
                         ),
                     }
                 }
