@@ -10,12 +10,13 @@
 mod leases;
 
 use std::collections::BTreeSet;
-use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use idgen::lease::{EtcdStore, LeaseState, LeaseStore, LeasedGenerator, WorkerRange};
-use idgen::{Clock, Error, Generator, Id, Layout};
+use idgen::{Clock, Error, Id, Layout};
 use leases::{ChildSpec, EtcdServer, finish_end_to_end, max_id, temp_dir};
 
 const CHILD: &str = "child_process";
@@ -154,88 +155,180 @@ fn a_killed_holder_keeps_its_number_until_the_ttl_ends_then_the_next_issues_abov
     next.release().unwrap();
 }
 
-#[test]
-fn a_holder_that_cannot_renew_stops_before_its_lease_can_end() {
-    // A private etcd, stopped with SIGSTOP while a leased generator issues IDs flat out.
-    let server = EtcdServer::start("outage");
-    let store = store(&server.endpoint, "/idgen-test/outage");
-    let generator = LeasedGenerator::builder(store, range("0-3"))
-        .generator(Generator::builder())
-        .acquire()
-        .unwrap();
-    thread::sleep(Duration::from_millis(800));
-    assert!(generator.lease_stats().renewals >= 1);
-    server.signal("STOP");
-    let stopped_at = Instant::now();
-    let mut last_ok_unix_ms = 0;
-    let refusal = loop {
-        match generator.next_id() {
-            Ok(id) => last_ok_unix_ms = generator.decode(id).unix_ms,
-            Err(error) => break error,
+/// What an issuer got: every ID, and every refusal with the time it came.
+type Issued = (Vec<u64>, Vec<(u64, Error)>);
+
+/// One holder issuing flat out on its own thread, as a service would: every call's result.
+struct Issuer {
+    generator: Arc<LeasedGenerator>,
+    stop: Arc<AtomicBool>,
+    thread: thread::JoinHandle<Issued>,
+}
+
+impl Issuer {
+    fn start(generator: LeasedGenerator) -> Issuer {
+        let generator = Arc::new(generator);
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (generator, stop) = (Arc::clone(&generator), Arc::clone(&stop));
+            thread::spawn(move || {
+                let (mut ids, mut refusals) = (Vec::new(), Vec::new());
+                while !stop.load(Ordering::Relaxed) {
+                    match generator.next_id() {
+                        Ok(id) => ids.push(id.as_u64()),
+                        Err(error) => {
+                            refusals.push((generator.clock().now_unix_ms(), error));
+                            thread::sleep(Duration::from_millis(5));
+                        }
+                    }
+                    thread::sleep(Duration::from_micros(200));
+                }
+                (ids, refusals)
+            })
+        };
+        Issuer {
+            generator,
+            stop,
+            thread,
         }
-        assert!(
-            stopped_at.elapsed() < Duration::from_secs(10),
-            "never stopped"
-        );
+    }
+
+    fn finish(self) -> Issued {
+        self.stop.store(true, Ordering::Relaxed);
+        let results = self.thread.join().unwrap();
+        Arc::try_unwrap(self.generator).unwrap().release().unwrap();
+        results
+    }
+}
+
+#[test]
+fn holders_ride_through_an_etcd_outage_within_the_horizon_and_stop_at_their_marks_past_it() {
+    // A private etcd, stopped with SIGSTOP under three holders issuing: TTL 2 s, horizon
+    // 30 s. First a 20 s outage: every call is answered. Then one past the horizon: each
+    // holder refuses from its mark on, and issues again soon after etcd returns.
+    let server = EtcdServer::start("outage");
+    let holders: Vec<Issuer> = (0..3)
+        .map(|_| {
+            let store = store(&server.endpoint, "/idgen-test/outage");
+            Issuer::start(
+                LeasedGenerator::builder(store, range("0-5"))
+                    .outage_horizon(Duration::from_secs(30))
+                    .acquire()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    thread::sleep(Duration::from_secs(1));
+    let issued = |holders: &[Issuer]| -> u64 {
+        holders
+            .iter()
+            .map(|h| h.generator.lease_stats().renewals)
+            .sum()
     };
-    let refused_unix_ms = generator.clock().now_unix_ms();
-    let stats = generator.lease_stats();
-    assert!(matches!(refusal, Error::LeaseExpired { .. }), "{refusal:?}");
-    assert_eq!(stats.state, LeaseState::Expired);
-    // The earliest moment etcd could expire the lease is the last successful keep-alive's
-    // send time plus the TTL; etcd counts from when it received it, which is later.
-    let margin_ms = stats.lease_end_unix_ms as i64 - refused_unix_ms as i64;
-    println!(
-        "etcd stopped; last ID at {last_ok_unix_ms}, first refusal at {refused_unix_ms}, \
-         {:?} after the stop; the lease could end at {} at the earliest: stopped {margin_ms} ms \
-         before it (safety margin {} ms)",
-        stopped_at.elapsed(),
-        stats.lease_end_unix_ms,
-        stats.lease_end_unix_ms - stats.valid_until_unix_ms
-    );
-    assert!(
-        margin_ms > 0,
-        "issued until {margin_ms} ms past the lease's end"
-    );
-    assert!(last_ok_unix_ms < stats.lease_end_unix_ms);
-    // Still refused a while later: nothing is issued while the store is gone.
-    thread::sleep(Duration::from_millis(300));
-    assert!(matches!(
-        generator.next_id(),
-        Err(Error::LeaseExpired { .. })
-    ));
-    // The keeper's renewal in flight times out (2 s) and is counted as a failure.
+    assert!(issued(&holders) >= 3, "renewals before the outage");
+
+    server.signal("STOP");
+    thread::sleep(Duration::from_secs(20));
+    for holder in &holders {
+        let stats = holder.generator.lease_stats();
+        assert_eq!(stats.state, LeaseState::Outage, "{stats:?}");
+        assert!(stats.valid_for_ms > 5_000, "{stats:?}");
+        holder.generator.next_id().unwrap();
+    }
+    server.signal("CONT");
     let deadline = Instant::now() + Duration::from_secs(5);
-    while generator.lease_stats().renewal_failures == 0 {
-        assert!(Instant::now() < deadline, "no renewal failure counted");
+    while holders
+        .iter()
+        .any(|h| h.generator.lease_stats().state != LeaseState::Valid)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "not valid again after the outage"
+        );
         thread::sleep(Duration::from_millis(20));
     }
-    assert!(matches!(
-        generator.next_id(),
-        Err(Error::LeaseExpired { .. })
-    ));
-    server.signal("CONT");
-    // With etcd back, the keeper either renews (etcd had not yet expired the lease) or
-    // finds the number lost and takes one again: IDs resume above the last one either way.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let resumed = loop {
-        match generator.next_id() {
-            Ok(id) => break id,
-            // Only the expected refusal is waited out; anything else fails the test.
-            Err(Error::LeaseExpired { .. }) if Instant::now() < deadline => {
-                thread::sleep(Duration::from_millis(20))
-            }
-            Err(error) => panic!("never resumed: {error}"),
-        }
-    };
-    assert!(generator.decode(resumed).unix_ms > last_ok_unix_ms);
-    let stats = generator.lease_stats();
     println!(
-        "after etcd came back: {} renewals, {} failed attempts, {} numbers taken again, \
-         worker {}",
-        stats.renewals, stats.renewal_failures, stats.reacquisitions, stats.worker
+        "20 s outage: {:?}",
+        holders
+            .iter()
+            .map(|h| h.generator.lease_stats())
+            .map(|s| (s.worker, s.outages, s.renewal_failures, s.reacquisitions))
+            .collect::<Vec<_>>()
     );
-    generator.release().unwrap();
+
+    // Past the horizon.
+    thread::sleep(Duration::from_secs(1));
+    let marks: Vec<u64> = holders
+        .iter()
+        .map(|h| h.generator.lease_stats().mark_unix_ms)
+        .collect();
+    server.signal("STOP");
+    let stopped_at = idgen::SystemClock.now_unix_ms();
+    let last_mark = *marks.iter().max().unwrap();
+    while idgen::SystemClock.now_unix_ms() < last_mark + 2_000 {
+        thread::sleep(Duration::from_millis(100));
+    }
+    for holder in &holders {
+        assert_eq!(
+            holder.generator.lease_stats().state,
+            LeaseState::Expired,
+            "past the mark"
+        );
+    }
+    server.signal("CONT");
+    let back_at = Instant::now();
+    let back_unix_ms = idgen::SystemClock.now_unix_ms();
+    let mut recovered = Vec::new();
+    for holder in &holders {
+        let id = loop {
+            match holder.generator.next_id() {
+                Ok(id) => break id,
+                Err(Error::LeaseExpired { .. }) if back_at.elapsed() < Duration::from_secs(10) => {
+                    thread::sleep(Duration::from_millis(10))
+                }
+                Err(error) => panic!("never recovered: {error}"),
+            }
+        };
+        recovered.push(back_at.elapsed());
+        assert!(holder.generator.decode(id).unix_ms > stopped_at);
+    }
+    let slowest = recovered.iter().max().unwrap();
+    println!(
+        "outage past the horizon ({} ms): recovered {recovered:?} after etcd returned",
+        idgen::SystemClock.now_unix_ms() - stopped_at
+    );
+    assert!(
+        *slowest < Duration::from_secs(2),
+        "recovered after {slowest:?}"
+    );
+
+    let mut all = Vec::new();
+    for (holder, mark) in holders.into_iter().zip(marks) {
+        let (ids, refusals) = holder.finish();
+        // Refused only in the second outage, from the mark on (the first outage refused
+        // nothing); never an ID past the mark while it was cut off.
+        for (at, error) in &refusals {
+            assert!(matches!(error, Error::LeaseExpired { .. }), "{error:?}");
+            assert!(*at > mark, "refused at {at}, before the mark {mark}");
+        }
+        let cut_off: Vec<u64> = ids
+            .iter()
+            .map(|&id| unix_ms_of(id))
+            .filter(|&ms| ms > stopped_at && ms < back_unix_ms)
+            .collect();
+        assert!(cut_off.iter().all(|&ms| ms <= mark), "an ID past the mark");
+        println!(
+            "holder: {} IDs, {} refusals, issuing up to {} ms after the second stop",
+            ids.len(),
+            refusals.len(),
+            cut_off.iter().max().map_or(0, |ms| ms - stopped_at)
+        );
+        all.extend(ids);
+    }
+    let count = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), count, "duplicates");
 }
 
 #[test]
@@ -381,7 +474,7 @@ fn a_holder_whose_lease_ran_out_never_passes_for_its_successor() {
 }
 
 #[test]
-fn a_deleted_mark_makes_the_next_holder_wait_a_ttl() {
+fn a_deleted_mark_makes_the_next_holder_wait_a_horizon() {
     let namespace = namespace("deleted-mark");
     let store = store(&endpoints(), &namespace);
     let mut first = store.acquire(&range("0-0")).unwrap();
@@ -395,22 +488,64 @@ fn a_deleted_mark_makes_the_next_holder_wait_a_ttl() {
         .status()
         .expect("etcdctl (Debian's etcd-client) is needed");
     assert!(status.success());
-    // The history is lost: the leased generator takes the previous mark to be a TTL (2 s)
-    // after it took the number, waits it out, and is then valid at once.
+    // The history is lost: the leased generator takes the previous mark to be one outage
+    // horizon (3 s here) after it took the number, since a holder cut off from etcd may
+    // issue that long; it waits that out, and is then valid at once.
     let started = Instant::now();
     let before = idgen::SystemClock.now_unix_ms();
     let generator = LeasedGenerator::builder(store, range("0-0"))
+        .outage_horizon(Duration::from_secs(3))
         .acquire()
         .unwrap();
     assert!(
-        started.elapsed() >= Duration::from_millis(1_900),
+        started.elapsed() >= Duration::from_millis(2_900),
         "{:?}",
         started.elapsed()
     );
     let previous = generator.lease_stats().previous_mark_unix_ms.unwrap();
-    assert!(previous >= before + 2_000, "{previous} vs {before}");
+    assert!(previous >= before + 3_000, "{previous} vs {before}");
     generator.next_id().unwrap();
     generator.release().unwrap();
+}
+
+#[test]
+fn a_holder_whose_lease_ran_out_takes_its_number_back_when_nobody_touched_it() {
+    // etcd unreachable for longer than the TTL: the lease is gone, but no one took the
+    // number (its mark is still the one this holder wrote), so the next renewal takes it
+    // back instead of stopping the holder.
+    let namespace = namespace("take-back");
+    let store = store(&endpoints(), &namespace);
+    let mut a = store.acquire(&range("0-0")).unwrap();
+    let now = idgen::SystemClock.now_unix_ms();
+    a.renew(now + 2_000).unwrap();
+    thread::sleep(Duration::from_millis(3_500)); // no keep-alive: the lease ends
+    a.renew(now + 5_000).unwrap();
+    assert!(matches!(
+        store.acquire(&range("0-0")),
+        Err(Error::LeaseRangeFull { held: 1, .. })
+    ));
+    a.release(now + 5_000).unwrap();
+    let b = store.acquire(&range("0-0")).unwrap();
+    assert_eq!(b.previous_mark_unix_ms(), Some(now + 5_000));
+}
+
+#[test]
+fn a_number_touched_after_the_lease_ran_out_is_lost_not_taken_back() {
+    // Someone took the number after A's lease ran out, and released it (writing a mark):
+    // A must not take it back, even though nobody holds it now.
+    let namespace = namespace("touched");
+    let store = store(&endpoints(), &namespace);
+    let mut a = store.acquire(&range("0-0")).unwrap();
+    let now = idgen::SystemClock.now_unix_ms();
+    a.renew(now + 2_000).unwrap();
+    thread::sleep(Duration::from_millis(3_500));
+    let mut b = store.acquire(&range("0-0")).unwrap();
+    b.release(now + 2_000).unwrap();
+    let error = a.renew(now + 5_000).unwrap_err();
+    assert!(matches!(error, Error::LeaseLost { .. }), "{error:?}");
+    // The number is free, with B's mark.
+    let c = store.acquire(&range("0-0")).unwrap();
+    assert_eq!(c.previous_mark_unix_ms(), Some(now + 2_000));
 }
 
 #[test]

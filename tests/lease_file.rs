@@ -86,6 +86,10 @@ fn a_released_number_is_free_at_once_and_its_successor_starts_above_it() {
     let issued = first.next_ids(5_000).unwrap();
     let last = *issued.last().unwrap();
     first.release().unwrap();
+    // The release's mark is the last millisecond used, which may be this one: a number
+    // whose mark has not passed yet is taken only when none has (two free numbers here),
+    // so let it pass.
+    thread::sleep(Duration::from_millis(2));
 
     let started = Instant::now();
     let second = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-3"))
@@ -429,8 +433,8 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 #[test]
-fn without_renewals_the_generator_stops_exactly_at_the_margin_before_the_lease_ends() {
-    let dir = new_store_dir("expiry");
+fn through_a_store_outage_the_generator_issues_up_to_its_mark_then_stops_exactly_there() {
+    let dir = new_store_dir("outage");
     let fault = Arc::new(Mutex::new(Fault::None));
     let store = Faulty {
         inner: FileStore::open(&dir)
@@ -439,29 +443,46 @@ fn without_renewals_the_generator_stops_exactly_at_the_margin_before_the_lease_e
             .unwrap(),
         fault: Arc::clone(&fault),
     };
-    let clock = ManualClock::new(1_780_000_000_000);
+    const T: u64 = 1_780_000_000_000;
+    let clock = ManualClock::new(T);
     let generator = LeasedGenerator::builder(store, range("0-3"))
         .generator(Generator::builder().clock(clock.clone()))
         .renew_every(Duration::from_millis(20))
         .safety_margin(Duration::from_millis(300))
+        .outage_horizon(Duration::from_secs(10))
         .acquire()
         .unwrap();
     wait_for("a renewal", || generator.lease_stats().renewals >= 1);
+    let stats = generator.lease_stats();
+    assert_eq!((stats.state, stats.outages), (LeaseState::Valid, 0));
+    assert_eq!(
+        stats.mark_unix_ms,
+        T + 10_000,
+        "the mark is a horizon ahead"
+    );
     *fault.lock().unwrap() = Fault::Unreachable;
-    let failures = generator.lease_stats().renewal_failures;
+    let failures = stats.renewal_failures;
     wait_for("a failed renewal", || {
         generator.lease_stats().renewal_failures > failures
     });
     // The clock has not moved, so every renewal was sent at this millisecond.
     let stats = generator.lease_stats();
-    assert_eq!(stats.lease_end_unix_ms, 1_780_000_003_000);
-    assert_eq!(stats.valid_until_unix_ms, 1_780_000_002_700);
-    assert_eq!(stats.state, LeaseState::Valid);
+    assert_eq!(stats.lease_end_unix_ms, T + 3_000);
+    assert_eq!(stats.valid_until_unix_ms, T + 10_001);
+    assert_eq!(stats.state, LeaseState::Outage);
+    assert_eq!(stats.outages, 1);
+    assert_eq!(stats.outage_since_unix_ms, Some(T));
 
-    clock.set(1_780_000_002_699);
+    // Past the lease's end at the store, and past its margin: still issuing.
+    clock.set(T + 3_000);
+    let past_lease = generator.next_id().unwrap();
+    assert_eq!(first_decode(past_lease), T + 3_000);
+    // The mark itself is the last millisecond issued in.
+    clock.set(T + 10_000);
     let last_valid = generator.next_id().unwrap();
-    assert_eq!(first_decode(last_valid), 1_780_000_002_699);
-    clock.set(1_780_000_002_700);
+    assert_eq!(first_decode(last_valid), T + 10_000);
+    assert_eq!(generator.lease_stats().state, LeaseState::Outage);
+    clock.set(T + 10_001);
     let refused = generator.next_id().unwrap_err();
     assert_eq!(
         refused,
@@ -479,15 +500,84 @@ fn without_renewals_the_generator_stops_exactly_at_the_margin_before_the_lease_e
     assert_eq!(generator.lease_stats().valid_for_ms, 0);
     let refusals = generator.stats();
     assert_eq!((refusals.refused_lease, refusals.refused), (2, 2));
+    // One outage, however many renewals failed in it.
+    assert_eq!(generator.lease_stats().outages, 1);
 
-    // The store comes back: the next renewal makes the same number usable again.
+    // The store comes back: the next renewal makes the same number usable again, with the
+    // mark a horizon ahead of it.
     *fault.lock().unwrap() = Fault::None;
     wait_for("validity after the store came back", || {
         generator.lease_stats().state == LeaseState::Valid
     });
+    let stats = generator.lease_stats();
+    assert_eq!(stats.outage_since_unix_ms, None);
+    assert_eq!(stats.mark_unix_ms, T + 20_001);
     let after = generator.next_id().unwrap();
     assert!(after > last_valid);
     assert_eq!(generator.decode(after).worker, 0);
+    generator.release().unwrap();
+}
+
+#[test]
+fn an_outage_horizon_below_the_ttl_is_refused() {
+    let dir = new_store_dir("short-horizon");
+    let store = FileStore::open(&dir)
+        .unwrap()
+        .with_ttl(Duration::from_secs(3))
+        .unwrap();
+    let error = LeasedGenerator::builder(store, range("0-1"))
+        .outage_horizon(Duration::from_secs(2))
+        .acquire()
+        .unwrap_err();
+    assert!(matches!(error, Error::LeaseConfig { .. }), "{error:?}");
+    assert!(error.to_string().contains("below the TTL"), "{error}");
+}
+
+#[test]
+fn a_free_number_whose_mark_has_passed_is_taken_before_a_lower_one_still_ahead() {
+    let dir = new_store_dir("passed-first");
+    let now = idgen::SystemClock.now_unix_ms();
+    // Number 0: a mark 2 s ahead (within the startup wait); number 1: a mark passed.
+    for (worker, mark) in [(0, now + 2_000), (1, now - 1_000)] {
+        let mut claim = FileStore::open(&dir)
+            .unwrap()
+            .acquire(&range(&worker.to_string()))
+            .unwrap();
+        claim.release(mark).unwrap();
+    }
+    let started = Instant::now();
+    let generator = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-1"))
+        .acquire()
+        .unwrap();
+    assert_eq!(generator.worker(), 1, "took the number that needs no wait");
+    assert!(started.elapsed() < Duration::from_secs(1), "waited");
+    generator.next_id().unwrap();
+    generator.release().unwrap();
+    // Number 0 kept its mark.
+    let claim = FileStore::open(&dir)
+        .unwrap()
+        .acquire(&range("0-0"))
+        .unwrap();
+    assert_eq!(claim.previous_mark_unix_ms(), Some(now + 2_000));
+}
+
+#[test]
+fn when_every_free_mark_is_ahead_the_nearest_is_waited_for() {
+    let dir = new_store_dir("nearest-mark");
+    let now = idgen::SystemClock.now_unix_ms();
+    for (worker, mark) in [(0, now + 2_500), (1, now + 600)] {
+        let mut claim = FileStore::open(&dir)
+            .unwrap()
+            .acquire(&range(&worker.to_string()))
+            .unwrap();
+        claim.release(mark).unwrap();
+    }
+    let generator = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-1"))
+        .acquire()
+        .unwrap();
+    assert_eq!(generator.worker(), 1, "the nearest mark");
+    let id = generator.next_id().unwrap();
+    assert!(first_decode(id) > now + 600, "issued at or before the mark");
     generator.release().unwrap();
 }
 

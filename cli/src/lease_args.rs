@@ -43,6 +43,12 @@ pub struct LeaseArgs {
     /// The worker numbers this process may take, `A-B` (default: all of the layout's).
     #[arg(long, value_name = "A-B")]
     workers: Option<String>,
+    /// How long to go on issuing while the lease store cannot be reached, such as `30s`
+    /// or `5m`: each renewal writes the mark this far ahead, and the number of a holder
+    /// that crashed stays unusable this long (default: the TTL on the file store, 3m on
+    /// etcd; never below the TTL).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    outage_horizon: Option<Duration>,
 }
 
 /// `500ms`, `3s`, `5m`, `1h`: a whole number and a unit.
@@ -88,10 +94,15 @@ impl LeaseArgs {
             .check_epoch(idgen::Clock::now_unix_ms(&idgen::SystemClock))
             .map_err(|error| Failure::input(error.to_string()))?;
         let store = self.store.open()?;
-        LeasedGenerator::builder(store, range)
-            .generator(Generator::builder().layout(layout))
-            .acquire()
-            .map_err(|error| Failure::runtime(format!("cannot lease a worker number: {error}")))
+        let mut builder =
+            LeasedGenerator::builder(store, range).generator(Generator::builder().layout(layout));
+        if let Some(horizon) = self.outage_horizon {
+            builder = builder.outage_horizon(horizon);
+        }
+        builder.acquire().map_err(|error| match error {
+            idgen::Error::LeaseConfig { .. } => Failure::input(format!("{error}")),
+            _ => Failure::runtime(format!("cannot lease a worker number: {error}")),
+        })
     }
 }
 

@@ -398,13 +398,17 @@ async fn layout(State(service): State<Arc<Service>>) -> Response {
 
 async fn healthz(State(service): State<Arc<Service>>) -> Response {
     let stats = service.generator.lease_stats();
-    let body = json!({
+    let mut body = json!({
         "lease": format!("{:?}", stats.state),
         "datacenter": stats.datacenter,
         "worker": stats.worker,
         "validForMs": stats.valid_for_ms,
     });
-    let status = if stats.state == LeaseState::Valid {
+    if let Some(since) = stats.outage_since_unix_ms {
+        // Still issuing, up to the mark: validForMs says how long.
+        body["outageSinceMs"] = json!(since);
+    }
+    let status = if matches!(stats.state, LeaseState::Valid | LeaseState::Outage) {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
@@ -492,10 +496,32 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
         &one(lease.reacquisitions),
     );
     metric(
+        "idgen_lease_outages_total",
+        "counter",
+        "Lease store outages: runs of failed renewals, counted when each begins.",
+        &one(lease.outages),
+    );
+    metric(
+        "idgen_lease_outage",
+        "gauge",
+        "1 while renewals fail and IDs are still issued up to the mark, else 0.",
+        &one(u64::from(lease.state == LeaseState::Outage)),
+    );
+    metric(
         "idgen_lease_valid",
         "gauge",
-        "1 while the lease is valid, else 0.",
-        &one(u64::from(lease.state == LeaseState::Valid)),
+        "1 while IDs are issued (the lease is valid, or an outage has not reached the \
+         mark), else 0.",
+        &one(u64::from(matches!(
+            lease.state,
+            LeaseState::Valid | LeaseState::Outage
+        ))),
+    );
+    metric(
+        "idgen_lease_valid_for_milliseconds",
+        "gauge",
+        "Milliseconds left before the mark (0: past it).",
+        &[(String::new(), lease.valid_for_ms.max(0) as u64)],
     );
     metric(
         "idgen_worker",
@@ -504,6 +530,19 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
         &[(
             format!("{{datacenter=\"{}\"}}", lease.datacenter),
             lease.worker,
+        )],
+    );
+    metric(
+        "idgen_worker_info",
+        "gauge",
+        "1, labelled with the (datacenter, worker) pair held: two processes reporting the \
+         same pair is an alert.",
+        &[(
+            format!(
+                "{{datacenter=\"{}\",worker=\"{}\"}}",
+                lease.datacenter, lease.worker
+            ),
+            1,
         )],
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()

@@ -18,6 +18,11 @@ use crate::sync::{AtomicU64, Ordering};
 /// etcd's default TTL here, as the issue of leases asks: 30 s, renewed every 10 s.
 pub const ETCD_DEFAULT_TTL: Duration = Duration::from_secs(30);
 
+/// The default outage horizon of an etcd store: how long a holder goes on issuing when it
+/// cannot reach etcd (an upgrade, a lost quorum), and how long a crashed holder's number
+/// stays unusable.
+pub const ETCD_DEFAULT_OUTAGE_HORIZON: Duration = Duration::from_secs(180);
+
 /// How long one request to etcd may take before it counts as failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -232,6 +237,10 @@ impl EtcdStore {
 }
 
 impl LeaseStore for EtcdStore {
+    fn default_outage_horizon(&self) -> Duration {
+        ETCD_DEFAULT_OUTAGE_HORIZON.max(self.ttl)
+    }
+
     fn ttl(&self) -> Duration {
         self.ttl
     }
@@ -376,6 +385,9 @@ impl LeaseStore for EtcdStore {
                 token,
                 mark_key,
                 lease: Some(lease),
+                number_lease: lease,
+                ttl_secs,
+                mark_revision: 0,
                 previous,
                 unknown,
             }));
@@ -418,6 +430,12 @@ struct EtcdClaim {
     mark_key: String,
     /// The etcd lease, until released.
     lease: Option<i64>,
+    /// The number's lease ID (see `EtcdStore::lease_id`), granted again to take the
+    /// number back.
+    number_lease: i64,
+    ttl_secs: i64,
+    /// The revision at which this claim last wrote the mark; 0 before its first write.
+    mark_revision: i64,
     previous: Option<u64>,
     unknown: bool,
 }
@@ -431,13 +449,13 @@ impl EtcdClaim {
     }
 
     /// Writes the mark if, and only if, the holder key is still this claim's: our token,
-    /// on our lease.
+    /// on our lease. The revision of the write, or `None` if the claim is not ours.
     async fn write_mark(
         client: &mut Client,
         claim: &Ours,
         mark_unix_ms: u64,
         delete_holder: bool,
-    ) -> Result<bool, String> {
+    ) -> Result<Option<i64>, String> {
         let mut then = vec![TxnOp::put(
             claim.mark_key.as_str(),
             mark_unix_ms.to_string(),
@@ -456,7 +474,53 @@ impl EtcdClaim {
                 Compare::lease(claim.holder.as_str(), CompareOp::Equal, claim.lease),
             ])
             .and_then(then);
-        Ok(timed(client.txn(txn)).await?.succeeded())
+        let response = timed(client.txn(txn)).await?;
+        Ok(response
+            .succeeded()
+            .then(|| response.header().map_or(0, |header| header.revision())))
+    }
+
+    /// After this claim's lease ran out (etcd was unreachable for longer than the TTL):
+    /// takes the number back if nobody has touched it since, which the mark proves: every
+    /// holder writes the mark before it issues an ID, so a mark key still at the revision
+    /// of this claim's last write means no other process issued as this number since. The
+    /// number's lease is granted again (failing if anyone holds it), the holder key put
+    /// back, and the new mark written, all or nothing. The revision of the write, or
+    /// `None` when the number cannot be taken back.
+    async fn take_back(
+        client: &mut Client,
+        claim: &Ours,
+        ttl_secs: i64,
+        mark_revision: i64,
+        mark_unix_ms: u64,
+    ) -> Result<Option<i64>, String> {
+        let options = LeaseGrantOptions::new().with_id(claim.lease);
+        match timed(client.lease_grant(ttl_secs, Some(options))).await {
+            Ok(_) => {}
+            Err(reason) if reason.contains("lease already exists") => return Ok(None),
+            Err(reason) => return Err(reason),
+        }
+        let txn = Txn::new()
+            .when(vec![
+                Compare::version(claim.holder.as_str(), CompareOp::Equal, 0),
+                Compare::mod_revision(claim.mark_key.as_str(), CompareOp::Equal, mark_revision),
+            ])
+            .and_then(vec![
+                TxnOp::put(
+                    claim.holder.as_str(),
+                    claim.token.as_str(),
+                    Some(PutOptions::new().with_lease(claim.lease)),
+                ),
+                TxnOp::put(claim.mark_key.as_str(), mark_unix_ms.to_string(), None),
+            ]);
+        let response = timed(client.txn(txn)).await?;
+        if response.succeeded() {
+            return Ok(Some(
+                response.header().map_or(0, |header| header.revision()),
+            ));
+        }
+        timed(client.lease_revoke(claim.lease)).await?;
+        Ok(None)
     }
 
     fn ours(&self, lease: i64) -> Ours {
@@ -514,7 +578,8 @@ impl Claim for EtcdClaim {
         };
         let mut client = self.connection.client.clone();
         let ours = self.ours(lease);
-        let still_ours = self.connection.run(async move {
+        let (ttl_secs, mark_revision) = (self.ttl_secs, self.mark_revision);
+        let written = self.connection.run(async move {
             let kept = async {
                 let (mut keeper, mut responses) = timed(client.lease_keep_alive(lease)).await?;
                 timed(keeper.keep_alive()).await?;
@@ -531,15 +596,33 @@ impl Claim for EtcdClaim {
                 Err(reason) => return Err(reason),
             };
             if !alive {
-                return Ok(false);
+                if mark_revision == 0 {
+                    return Ok(None);
+                }
+                let taken =
+                    EtcdClaim::take_back(&mut client, &ours, ttl_secs, mark_revision, mark_unix_ms)
+                        .await?;
+                if taken.is_some() {
+                    log::info!(
+                        "idgen: etcd key {}: the lease ran out while etcd was unreachable; \
+                         nobody took the number meanwhile, so it was taken back",
+                        ours.holder
+                    );
+                }
+                return Ok(taken);
             }
             EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, false).await
         })?;
-        if still_ours {
-            Ok(())
-        } else {
-            self.lease = None;
-            Err(self.lost())
+        match written {
+            Some(revision) => {
+                self.mark_revision = revision;
+                self.lease = Some(self.number_lease);
+                Ok(())
+            }
+            None => {
+                self.lease = None;
+                Err(self.lost())
+            }
         }
     }
 
@@ -552,7 +635,10 @@ impl Claim for EtcdClaim {
         self.connection.run(async move {
             // Revoke only a lease proven ours: the number's lease ID may have passed to a
             // successor after ours ran out.
-            if EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, true).await? {
+            if EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, true)
+                .await?
+                .is_some()
+            {
                 timed(client.lease_revoke(lease)).await?;
             }
             Ok(())

@@ -161,8 +161,12 @@ pub fn child_main(store: impl LeaseStore + 'static) {
     let out_path = PathBuf::from(std::env::var(ENV_OUT).unwrap());
     let stop = PathBuf::from(std::env::var(ENV_STOP).unwrap());
     let startup_wait: u64 = std::env::var(ENV_STARTUP_WAIT_MS).unwrap().parse().unwrap();
+    // Marks a TTL ahead, as before outage horizons: a killed holder's number is free again
+    // after a TTL, which keeps these runs short. (The horizon has tests of its own.)
+    let horizon = store.ttl();
     let generator = LeasedGenerator::builder(store, range)
         .generator(Generator::builder())
+        .outage_horizon(horizon)
         .startup_wait(Duration::from_millis(startup_wait))
         .acquire()
         .unwrap();

@@ -1,0 +1,491 @@
+//! Taking a number from the store, and keeping it: renewals, retries, reacquiring after a
+//! loss, releasing.
+
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::generator::Generator;
+use crate::sync::{Arc, AtomicU64, Ordering};
+
+use super::leased::{LeaseState, LeaseStats, Timing};
+use super::{Claim, LeaseStore, WorkerRange};
+
+/// Takes a free number of `range` and the mark to start after (see [`previous_mark`]):
+/// the lowest free number whose mark has passed; when every free number's mark is still
+/// ahead, the one whose mark passes first, if that is within the startup wait. The numbers
+/// looked at and not taken are given back with the mark they were taken with (for a number
+/// whose history was lost, the inferred one). When even the nearest mark is further than
+/// the startup wait, fails with [`Error::ClockBehindMark`], which says how far.
+pub(super) fn take_number<C: Clock>(
+    store: &dyn LeaseStore,
+    range: &WorkerRange,
+    clock: &C,
+    timing: &Timing,
+) -> Result<(Box<dyn Claim>, Option<u64>), Error> {
+    // How long until a mark passes, on the clock now.
+    let wait_ms = |previous: Option<u64>| {
+        previous.map_or(0, |previous| {
+            previous
+                .saturating_add(1)
+                .saturating_sub(clock.now_unix_ms())
+        })
+    };
+    // Free numbers whose mark is still ahead, with that mark.
+    let mut ahead: Vec<(Box<dyn Claim>, Option<u64>)> = Vec::new();
+    let numbers = range.last() - range.first() + 1;
+    let outcome = loop {
+        // Each number at most once: a store whose set-aside claims expire meanwhile (etcd)
+        // could otherwise hand them out again for ever.
+        if ahead.len() as u64 >= numbers {
+            break None;
+        }
+        let claim = match store.acquire(range) {
+            Ok(claim) => claim,
+            Err(Error::LeaseRangeFull { .. }) if !ahead.is_empty() => break None,
+            Err(error) => break Some(Err(error)),
+        };
+        if let Err(error) = check_claim(&*claim, range) {
+            break Some(Err(error));
+        }
+        let previous = previous_mark(&*claim, clock, timing.horizon);
+        if wait_ms(previous) == 0 {
+            break Some(Ok((claim, previous)));
+        }
+        ahead.push((claim, previous));
+    };
+    let outcome = outcome.unwrap_or_else(|| {
+        // Every free number's mark is ahead: the nearest, if the startup wait reaches it.
+        // By mark, so equal marks (all written by `init`) go to the lowest number.
+        let nearest = (0..ahead.len()).min_by_key(|&i| ahead[i].1);
+        match nearest {
+            Some(i) if wait_ms(ahead[i].1) <= millis(timing.startup_wait) => {
+                let (claim, previous) = ahead.swap_remove(i);
+                log::info!(
+                    "idgen: every free number of {range} has a mark ahead; worker {} waits \
+                     {} ms for its mark",
+                    claim.worker(),
+                    wait_ms(previous)
+                );
+                Ok((claim, previous))
+            }
+            Some(i) => Err(Error::ClockBehindMark {
+                behind_ms: wait_ms(ahead[i].1),
+            }),
+            None => Err(Error::LeaseRangeFull {
+                range: range.to_string(),
+                held: 0,
+                unusable: Vec::new(),
+            }),
+        }
+    });
+    for (mut claim, previous) in ahead {
+        let _ = claim.release(previous.unwrap_or(0));
+    }
+    outcome
+}
+
+/// A store's claim must be a number of the range asked for: one from elsewhere (a store of
+/// one's own with a defect) could be another process's number, or not fit the layout.
+pub(super) fn check_claim(claim: &dyn Claim, range: &WorkerRange) -> Result<(), Error> {
+    let inside =
+        claim.datacenter() == range.datacenter() && range.workers().contains(&claim.worker());
+    if inside {
+        return Ok(());
+    }
+    Err(Error::LeaseStore {
+        reason: format!(
+            "the store handed out worker {} of datacenter {}, outside the range asked for ({range})",
+            claim.worker(),
+            claim.datacenter()
+        ),
+    })
+}
+
+/// The previous holder's mark to start after. When the store lost the number's history,
+/// one outage horizon after now on `clock`: every earlier holder's IDs are dated at or
+/// before its last mark, which it wrote at most a horizon after its last renewal, before
+/// now (a holder cut off from the store may go on issuing that long).
+pub(super) fn previous_mark<C: Clock>(
+    claim: &dyn Claim,
+    clock: &C,
+    horizon: Duration,
+) -> Option<u64> {
+    let stored = claim.previous_mark_unix_ms();
+    if !claim.previous_mark_unknown() {
+        return stored;
+    }
+    let unknown = clock.now_unix_ms().saturating_add(millis(horizon));
+    Some(stored.unwrap_or(0).max(unknown))
+}
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) renewals: AtomicU64,
+    pub(super) outages: AtomicU64,
+    pub(super) renewal_failures: AtomicU64,
+    pub(super) reacquisitions: AtomicU64,
+    /// A [`LeaseState`] as a number, for the states the ceiling does not tell.
+    pub(super) state: AtomicU64,
+}
+
+pub(super) const STATE_HELD: u64 = 0;
+pub(super) const STATE_LOST: u64 = 1;
+pub(super) const STATE_RELEASED: u64 = 2;
+
+pub(super) struct Marks {
+    /// The last mark written to the store.
+    pub(super) written_unix_ms: AtomicU64,
+    /// The previous holder's mark of the number held now (0: none).
+    pub(super) previous_unix_ms: AtomicU64,
+    /// When the last proven lease ends at the earliest: request sent + TTL.
+    pub(super) lease_end_unix_ms: AtomicU64,
+    /// When the current outage began (the first failed renewal since the last success);
+    /// 0: renewals succeed.
+    pub(super) outage_since_unix_ms: AtomicU64,
+}
+
+/// Everything the keeper thread and the generator's owner share.
+pub(super) struct Keeper<C: Clock> {
+    pub(super) generator: Generator<C>,
+    pub(super) store: Arc<dyn LeaseStore>,
+    pub(super) range: WorkerRange,
+    pub(super) timing: Timing,
+    pub(super) claim: Mutex<Option<Box<dyn Claim>>>,
+    pub(super) marks: Marks,
+    pub(super) counters: Counters,
+    pub(super) stop: Mutex<bool>,
+    pub(super) wake: Condvar,
+}
+
+impl<C: Clock> Keeper<C> {
+    pub(super) fn lock_claim(&self) -> MutexGuard<'_, Option<Box<dyn Claim>>> {
+        lock(&self.claim)
+    }
+
+    /// Publishes a proven lease: IDs up to the earlier of the mark and the validity's end
+    /// (measured from when the request was sent) minus the margin.
+    pub(super) fn grant(&self, datacenter: u64, worker: u64, sent_unix_ms: u64, mark_unix_ms: u64) {
+        let ceiling = self.ceiling(sent_unix_ms, mark_unix_ms);
+        self.generator.set_tenure(datacenter, worker, ceiling);
+    }
+
+    /// The ceiling of a proven lease; notes when the lease ends at the earliest.
+    ///
+    /// The ceiling is the mark, not the lease's end: no later holder of the number starts
+    /// before the mark passes (it reads the mark, or infers one a horizon ahead), so IDs up
+    /// to the mark are safe whether or not the store still knows of this lease. That is
+    /// what lets a holder ride through a store outage.
+    pub(super) fn ceiling(&self, sent_unix_ms: u64, mark_unix_ms: u64) -> u64 {
+        let lease_end = sent_unix_ms.saturating_add(millis(self.timing.ttl));
+        self.marks
+            .lease_end_unix_ms
+            .store(lease_end, Ordering::Relaxed);
+        // The ceiling is exclusive; the mark is the last millisecond that may be used.
+        mark_unix_ms.saturating_add(1)
+    }
+
+    /// A renewal got through: ends the outage, if one was running.
+    fn renewed(&self) {
+        let since = self.marks.outage_since_unix_ms.swap(0, Ordering::Relaxed);
+        if since != 0 {
+            log::info!(
+                "idgen: lease store reachable again after {} ms; worker {} of datacenter {} \
+                 renewed",
+                self.generator.clock().now_unix_ms().saturating_sub(since),
+                self.generator.worker(),
+                self.generator.datacenter()
+            );
+        }
+    }
+
+    /// A renewal failed for a reason that may pass: begins an outage, if none was running.
+    fn renewal_failed(&self, error: &Error) {
+        self.counters
+            .renewal_failures
+            .fetch_add(1, Ordering::Relaxed);
+        let now = self.generator.clock().now_unix_ms();
+        let began = self
+            .marks
+            .outage_since_unix_ms
+            .compare_exchange(0, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok();
+        if began {
+            self.counters.outages.fetch_add(1, Ordering::Relaxed);
+            log::warn!(
+                "idgen: lease store outage ({error}); worker {} of datacenter {} goes on \
+                 issuing up to its mark, {} ms from now",
+                self.generator.worker(),
+                self.generator.datacenter(),
+                self.valid_for_ms()
+            );
+        } else {
+            log::debug!(
+                "idgen: renewal failed again ({error}); {} ms left before the mark",
+                self.valid_for_ms()
+            );
+        }
+    }
+
+    /// Waits until the clock reads after the previous holder's mark, so the first ID does
+    /// not fail with a clock-behind error; gives up if that is further than `limit` away.
+    /// Renews `claim` with `mark` every renewal interval meanwhile, so that a wait as long
+    /// as a TTL never lets the claim's own lease run out (etcd).
+    pub(super) fn wait_past(
+        &self,
+        previous: Option<u64>,
+        limit: Duration,
+        claim: &mut dyn Claim,
+        mark: u64,
+    ) -> Result<(), Error> {
+        let Some(previous) = previous else {
+            return Ok(());
+        };
+        let mut next_renewal = Instant::now() + self.timing.renew_every;
+        let behind_ms = previous
+            .saturating_add(1)
+            .saturating_sub(self.generator.clock().now_unix_ms());
+        if behind_ms > millis(limit) {
+            return Err(Error::ClockBehindMark { behind_ms });
+        }
+        let deadline = Instant::now() + limit;
+        while self.generator.clock().now_unix_ms() <= previous {
+            if Instant::now() >= deadline {
+                return Err(Error::ClockBehindMark {
+                    behind_ms: previous
+                        .saturating_add(1)
+                        .saturating_sub(self.generator.clock().now_unix_ms()),
+                });
+            }
+            if Instant::now() >= next_renewal {
+                claim.renew(mark)?;
+                next_renewal = Instant::now() + self.timing.renew_every;
+            }
+            // A release while the keeper waits here must not wait for the mark.
+            if *lock(&self.stop) {
+                return Err(Error::LeaseStore {
+                    reason: "released while waiting for the previous holder's mark".to_string(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    }
+
+    pub(super) fn run(&self) {
+        let mut next_attempt = Instant::now() + self.timing.renew_every;
+        let mut retry = RETRY_FIRST;
+        loop {
+            {
+                let mut stop = lock(&self.stop);
+                loop {
+                    if *stop {
+                        return;
+                    }
+                    let now = Instant::now();
+                    if now >= next_attempt {
+                        break;
+                    }
+                    stop = self
+                        .wake
+                        .wait_timeout(stop, next_attempt - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+            }
+            let succeeded = if self.counters.state.load(Ordering::Relaxed) == STATE_LOST {
+                self.reacquire()
+            } else {
+                self.renew()
+            };
+            if succeeded {
+                retry = RETRY_FIRST;
+                next_attempt = Instant::now() + self.timing.renew_every;
+            } else {
+                next_attempt = Instant::now() + retry;
+                retry = (retry * 2).min(self.timing.renew_every).min(RETRY_MAX);
+            }
+        }
+    }
+
+    pub(super) fn renew(&self) -> bool {
+        let mut claim = self.lock_claim();
+        let Some(held) = claim.as_mut() else {
+            return false;
+        };
+        let sent_unix_ms = self.generator.clock().now_unix_ms();
+        let mark = sent_unix_ms
+            .saturating_add(millis(self.timing.horizon))
+            .max(self.marks.written_unix_ms.load(Ordering::Relaxed));
+        match held.renew(mark) {
+            Ok(()) => {
+                self.marks.written_unix_ms.store(mark, Ordering::Relaxed);
+                self.grant(held.datacenter(), held.worker(), sent_unix_ms, mark);
+                self.counters.renewals.fetch_add(1, Ordering::Relaxed);
+                self.renewed();
+                true
+            }
+            Err(Error::LeaseLost { datacenter, worker }) => {
+                // Stop at once: someone else may hold the number now.
+                self.generator.set_tenure(datacenter, worker, 0);
+                self.marks.outage_since_unix_ms.store(0, Ordering::Relaxed);
+                self.counters.state.store(STATE_LOST, Ordering::Relaxed);
+                self.counters
+                    .renewal_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                log::error!(
+                    "idgen: worker {worker} of datacenter {datacenter} was lost; \
+                     taking another number from {}",
+                    self.range
+                );
+                *claim = None;
+                false
+            }
+            Err(error) => {
+                // The mark this request carried may or may not have been written: the
+                // ceiling stays at the last one known to be.
+                self.renewal_failed(&error);
+                false
+            }
+        }
+    }
+
+    /// Takes a new number after the old one was lost, and moves the generator onto it.
+    pub(super) fn reacquire(&self) -> bool {
+        let sent_unix_ms = self.generator.clock().now_unix_ms();
+        let failed = |error: Error| {
+            self.counters
+                .renewal_failures
+                .fetch_add(1, Ordering::Relaxed);
+            log::warn!("idgen: taking a new worker number failed: {error}");
+            false
+        };
+        let (mut claim, previous) = match take_number(
+            &*self.store,
+            &self.range,
+            self.generator.clock(),
+            &self.timing,
+        ) {
+            Ok(taken) => taken,
+            Err(error) => return failed(error),
+        };
+        // Our own IDs so far must stay below every later one too.
+        let own = self
+            .generator
+            .high_water_mark()
+            .map_or(0, |id| self.generator.decode(id).unix_ms);
+        let mark = sent_unix_ms
+            .saturating_add(millis(self.timing.horizon))
+            .max(previous.unwrap_or(0))
+            .max(own);
+        let moved = claim
+            .renew(mark)
+            .and_then(|()| self.wait_past(previous, self.timing.startup_wait, &mut *claim, mark))
+            .and_then(|()| {
+                // Validity counts from after the wait.
+                let sent_unix_ms = self.generator.clock().now_unix_ms();
+                let renewed = sent_unix_ms
+                    .saturating_add(millis(self.timing.horizon))
+                    .max(mark);
+                claim.renew(renewed)?;
+                self.marks.written_unix_ms.store(renewed, Ordering::Relaxed);
+                let ceiling = self.ceiling(sent_unix_ms, renewed);
+                // The state moves past the previous mark before the new node is published.
+                self.generator.move_to(
+                    claim.datacenter(),
+                    claim.worker(),
+                    previous.unwrap_or(0),
+                    ceiling,
+                )
+            });
+        if let Err(error) = moved {
+            // Nothing was issued as this number: its previous mark (never lower) is enough.
+            let _ = claim.release(previous.unwrap_or(0));
+            return failed(error);
+        }
+        self.marks
+            .previous_unix_ms
+            .store(previous.unwrap_or(0), Ordering::Relaxed);
+        log::info!(
+            "idgen: now issuing as worker {} of datacenter {}",
+            claim.worker(),
+            claim.datacenter()
+        );
+        *self.lock_claim() = Some(claim);
+        self.counters.state.store(STATE_HELD, Ordering::Relaxed);
+        self.counters.reacquisitions.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    pub(super) fn release(&self) -> Result<(), Error> {
+        let (datacenter, worker) = (self.generator.datacenter(), self.generator.worker());
+        self.generator.set_tenure(datacenter, worker, 0);
+        self.counters.state.store(STATE_RELEASED, Ordering::Relaxed);
+        let Some(mut claim) = self.lock_claim().take() else {
+            return Ok(());
+        };
+        // Nothing is issued past this point, so the real high-water mark is a safe promise,
+        // and a successor does not have to wait for the one written a TTL ahead.
+        let used = self
+            .generator
+            .high_water_mark()
+            .map_or(0, |id| self.generator.decode(id).unix_ms);
+        claim.release(used.max(self.marks.previous_unix_ms.load(Ordering::Relaxed)))
+    }
+
+    pub(super) fn valid_for_ms(&self) -> i64 {
+        let ceiling = self.generator.ceiling_unix_ms() as i64;
+        ceiling - self.generator.clock().now_unix_ms() as i64
+    }
+
+    pub(super) fn stats(&self) -> LeaseStats {
+        let valid_for_ms = self.valid_for_ms();
+        let state = match self.counters.state.load(Ordering::Relaxed) {
+            STATE_LOST => LeaseState::Lost,
+            STATE_RELEASED => LeaseState::Released,
+            _ if valid_for_ms <= 0 => LeaseState::Expired,
+            _ if self.marks.outage_since_unix_ms.load(Ordering::Relaxed) != 0 => LeaseState::Outage,
+            _ => LeaseState::Valid,
+        };
+        LeaseStats {
+            state,
+            datacenter: self.generator.datacenter(),
+            worker: self.generator.worker(),
+            renewals: self.counters.renewals.load(Ordering::Relaxed),
+            renewal_failures: self.counters.renewal_failures.load(Ordering::Relaxed),
+            reacquisitions: self.counters.reacquisitions.load(Ordering::Relaxed),
+            outages: self.counters.outages.load(Ordering::Relaxed),
+            outage_since_unix_ms: match self.marks.outage_since_unix_ms.load(Ordering::Relaxed) {
+                0 => None,
+                since => Some(since),
+            },
+            valid_for_ms,
+            valid_until_unix_ms: self.generator.ceiling_unix_ms(),
+            lease_end_unix_ms: self.marks.lease_end_unix_ms.load(Ordering::Relaxed),
+            mark_unix_ms: self.marks.written_unix_ms.load(Ordering::Relaxed),
+            previous_mark_unix_ms: match self.marks.previous_unix_ms.load(Ordering::Relaxed) {
+                0 => None,
+                mark => Some(mark),
+            },
+        }
+    }
+}
+
+/// The first retry after a failed renewal; each further one waits twice as long, up to the
+/// renewal interval.
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+
+/// The longest wait between retries: once the store is back, a holder finds out within
+/// about this long (plus one request), however long the outage was.
+const RETRY_MAX: Duration = Duration::from_secs(1);
+
+pub(super) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Locks a mutex of the keeper's; a panic elsewhere while holding it leaves plain data
+/// behind, so the lock is taken over rather than turned into a second panic.
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,370 @@
+//! The leased generator and its builder: taking a number, then handing it to the keeper.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::{Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::DefaultClock;
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::generator::{Builder, Generator};
+use crate::sync::{Arc, AtomicU64};
+
+use super::keeper::{Counters, Keeper, Marks, lock, millis, take_number};
+use super::{LeaseStore, WorkerRange};
+
+/// Where a leased generator stands, in [`LeaseStats::state`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LeaseState {
+    /// The lease is valid: IDs are issued.
+    Valid,
+    /// Renewals are failing (the store cannot be reached), but the mark written before
+    /// the failures is still ahead: IDs are issued up to it
+    /// ([`LeaseStats::valid_for_ms`] says for how long), then refused.
+    Outage,
+    /// Renewals have failed for so long that the clock passed the mark: calls fail with
+    /// [`Error::LeaseExpired`] until a renewal gets through.
+    Expired,
+    /// The store says the number is gone: the keeper is trying to take a new one.
+    Lost,
+    /// Released; nothing more is issued.
+    Released,
+}
+
+/// A snapshot of a leased generator's lease ([`LeasedGenerator::lease_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseStats {
+    /// The state now.
+    pub state: LeaseState,
+    /// The datacenter held now.
+    pub datacenter: u64,
+    /// The worker number held now.
+    pub worker: u64,
+    /// Successful renewals.
+    pub renewals: u64,
+    /// Failed renewal attempts (each retry counts).
+    pub renewal_failures: u64,
+    /// Worker numbers taken after the one before was lost.
+    pub reacquisitions: u64,
+    /// Outages so far: runs of failed renewals, each counted once when it begins.
+    pub outages: u64,
+    /// When the current outage began (the first failed renewal since the last success),
+    /// Unix ms on the generator's clock; `None` while renewals succeed.
+    pub outage_since_unix_ms: Option<u64>,
+    /// Milliseconds of validity left (negative: expired that long ago), on the generator's
+    /// clock.
+    pub valid_for_ms: i64,
+    /// The first Unix millisecond (generator's clock) in which no ID is issued: the
+    /// millisecond after the mark.
+    pub valid_until_unix_ms: u64,
+    /// The earliest moment the store may hand the number to someone else: when the last
+    /// successful acquire or renewal request was sent, plus the TTL.
+    pub lease_end_unix_ms: u64,
+    /// The last mark written to the store.
+    pub mark_unix_ms: u64,
+    /// The mark the previous holder of the number held now had left, if any.
+    pub previous_mark_unix_ms: Option<u64>,
+}
+
+/// Tuning of a [`LeasedGenerator`]; the defaults follow the store's TTL.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Timing {
+    pub(super) ttl: Duration,
+    /// How far ahead of each renewal the mark is written: how long the generator goes on
+    /// issuing when renewals stop getting through.
+    pub(super) horizon: Duration,
+    pub(super) renew_every: Duration,
+    pub(super) startup_wait: Duration,
+}
+
+/// Configures a [`LeasedGenerator`]; start from [`LeasedGenerator::builder`].
+#[derive(Debug)]
+pub struct LeasedBuilder<C> {
+    store: Arc<dyn LeaseStore>,
+    range: WorkerRange,
+    generator: Builder<C>,
+    renew_every: Option<Duration>,
+    margin: Option<Duration>,
+    startup_wait: Option<Duration>,
+    horizon: Option<Duration>,
+}
+
+impl LeasedGenerator<DefaultClock> {
+    /// A builder for a generator whose worker number is leased from `store`, within
+    /// `range`. Layout, clock and tolerances come from [`LeasedBuilder::generator`]; the
+    /// datacenter and worker set there are replaced by the lease's.
+    pub fn builder(
+        store: impl LeaseStore + 'static,
+        range: WorkerRange,
+    ) -> LeasedBuilder<DefaultClock> {
+        LeasedBuilder {
+            store: Arc::new(store),
+            range,
+            generator: Generator::builder(),
+            renew_every: None,
+            margin: None,
+            startup_wait: None,
+            horizon: None,
+        }
+    }
+}
+
+impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
+    /// The generator's layout, clock and tolerances.
+    pub fn generator<D: Clock>(self, generator: Builder<D>) -> LeasedBuilder<D> {
+        LeasedBuilder {
+            store: self.store,
+            range: self.range,
+            generator,
+            renew_every: self.renew_every,
+            margin: self.margin,
+            startup_wait: self.startup_wait,
+            horizon: self.horizon,
+        }
+    }
+
+    /// How often the keeper renews (default: a third of the store's TTL, so two renewals
+    /// in a row can fail before the lease runs out).
+    pub fn renew_every(mut self, every: Duration) -> Self {
+        self.renew_every = Some(every);
+        self
+    }
+
+    /// How long before the lease's end at the store a renewal must have been made (default:
+    /// a tenth of the TTL): the renewal interval plus this margin must be less than the
+    /// TTL, so that in normal running the store never sees the lease lapse, even with
+    /// clock-rate differences between this host and the store.
+    pub fn safety_margin(mut self, margin: Duration) -> Self {
+        self.margin = Some(margin);
+        self
+    }
+
+    /// How far ahead of each renewal the generator writes its mark, and so how long it goes
+    /// on issuing when renewals stop getting through (a store outage): it issues up to the
+    /// mark, then refuses with [`Error::LeaseExpired`] until a renewal succeeds. Never below
+    /// the TTL. Default: the store's [`LeaseStore::default_outage_horizon`] (the TTL for
+    /// the file store, whose crashed holders should not block their number for long;
+    /// minutes for etcd). The price: a number whose holder crashed stays unusable until its
+    /// mark passes, up to a horizon (see `docs/leases.md`).
+    pub fn outage_horizon(mut self, horizon: Duration) -> Self {
+        self.horizon = Some(horizon);
+        self
+    }
+
+    /// How long [`LeasedBuilder::acquire`] may wait for the clock to pass the previous
+    /// holder's mark, when every free number's mark is still ahead (default: the outage
+    /// horizon plus one second: a crashed holder's mark is at most a horizon ahead of its
+    /// last renewal). Further than that, acquiring fails with [`Error::ClockBehindMark`],
+    /// which says how far.
+    pub fn startup_wait(mut self, wait: Duration) -> Self {
+        self.startup_wait = Some(wait);
+        self
+    }
+
+    fn timing(&self) -> Result<Timing, Error> {
+        let ttl = self.store.ttl();
+        let renew_every = self.renew_every.unwrap_or(ttl / 3);
+        let margin = self.margin.unwrap_or(ttl / 10);
+        let horizon = self
+            .horizon
+            .unwrap_or_else(|| self.store.default_outage_horizon().max(ttl));
+        if horizon < ttl {
+            return Err(Error::LeaseConfig {
+                reason: format!(
+                    "an outage horizon of {horizon:?} is below the TTL of {ttl:?}: the mark \
+                     must stay ahead of the lease, so the horizon is at least the TTL"
+                ),
+            });
+        }
+        let timing = Timing {
+            ttl,
+            horizon,
+            renew_every,
+            startup_wait: self
+                .startup_wait
+                .unwrap_or(horizon.saturating_add(Duration::from_secs(1))),
+        };
+        if renew_every.is_zero() || margin.saturating_add(renew_every) >= ttl {
+            return Err(Error::LeaseConfig {
+                reason: format!(
+                    "renewing every {renew_every:?} with a safety margin of {margin:?} \
+                     leaves no validity within a TTL of {ttl:?}: both must be non-zero \
+                     and add up to less than the TTL"
+                ),
+            });
+        }
+        Ok(timing)
+    }
+
+    /// Takes the lowest free worker number of the range, writes this holder's mark, waits
+    /// for the clock to pass the previous holder's mark, renews, and starts the keeper.
+    pub fn acquire(self) -> Result<LeasedGenerator<C>, Error> {
+        let timing = self.timing()?;
+        let (generator_builder, clock, layout) = self.generator.resolved_parts();
+        self.range.check(&layout)?;
+        let sent_unix_ms = clock.now_unix_ms();
+        let (mut claim, previous) = take_number(&*self.store, &self.range, &clock, &timing)?;
+        let mark = sent_unix_ms
+            .saturating_add(millis(timing.horizon))
+            .max(previous.unwrap_or(0));
+        if let Err(error) = claim.renew(mark) {
+            // Best effort: the number is ours, give it back rather than let it expire.
+            let _ = claim.release(mark);
+            return Err(error);
+        }
+        let mut generator_builder = generator_builder
+            .datacenter(claim.datacenter())
+            .worker(claim.worker());
+        if let Some(previous) = previous {
+            generator_builder = generator_builder.resume_after_unix_ms(previous);
+        }
+        let generator = match generator_builder.build() {
+            Ok(generator) => generator,
+            Err(error) => {
+                let _ = claim.release(mark);
+                return Err(error);
+            }
+        };
+        let keeper = Keeper {
+            generator,
+            store: self.store,
+            range: self.range,
+            timing,
+            claim: Mutex::new(None),
+            marks: Marks {
+                written_unix_ms: AtomicU64::new(mark),
+                previous_unix_ms: AtomicU64::new(previous.unwrap_or(0)),
+                lease_end_unix_ms: AtomicU64::new(0),
+                outage_since_unix_ms: AtomicU64::new(0),
+            },
+            counters: Counters::default(),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+        };
+        keeper.grant(claim.datacenter(), claim.worker(), sent_unix_ms, mark);
+        let waited = previous.is_some();
+        let wait = keeper.wait_past(previous, timing.startup_wait, &mut *claim, mark);
+        *keeper.lock_claim() = Some(claim);
+        if let Err(error) = wait {
+            let _ = keeper.release();
+            return Err(error);
+        }
+        // The wait used up validity counted from before it: renew at once, so the number
+        // is valid for a whole TTL from now.
+        if waited && !keeper.renew() {
+            let error = Error::LeaseStore {
+                reason: format!(
+                    "renewing worker {} of datacenter {} right after the wait for the previous \
+                     holder's mark failed",
+                    keeper.generator.worker(),
+                    keeper.generator.datacenter()
+                ),
+            };
+            let _ = keeper.release();
+            return Err(error);
+        }
+        let keeper = Arc::new(keeper);
+        let thread = {
+            let keeper = Arc::clone(&keeper);
+            std::thread::Builder::new()
+                .name("idgen-lease".into())
+                .spawn(move || keeper.run())
+                .map_err(|error| Error::ClockThread {
+                    reason: error.to_string(),
+                })
+        };
+        let thread = match thread {
+            Ok(thread) => thread,
+            Err(error) => {
+                let _ = keeper.release();
+                return Err(error);
+            }
+        };
+        Ok(LeasedGenerator {
+            keeper,
+            thread: Some(thread),
+        })
+    }
+}
+
+/// A [`Generator`] whose worker number is held by lease from a [`LeaseStore`].
+///
+/// It dereferences to the generator, so `next_id`, `next_ids` and the rest work as usual;
+/// they fail with [`Error::LeaseExpired`] (transient) while the lease is not proven valid.
+/// A background thread renews the lease; dropping the leased generator, or calling
+/// [`LeasedGenerator::release`], stops that thread and frees the worker number.
+///
+/// ```
+/// use idgen::lease::{FileStore, LeasedGenerator, WorkerRange};
+///
+/// let dir = std::env::temp_dir().join(format!("idgen-doc-{}", std::process::id()));
+/// let store = FileStore::open(&dir)?;
+/// let generator = LeasedGenerator::builder(store, WorkerRange::parse(0, "0-31")?).acquire()?;
+/// let id = generator.next_id()?;
+/// assert_eq!(generator.decode(id).worker, generator.worker());
+/// generator.release()?;
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok::<(), idgen::Error>(())
+/// ```
+pub struct LeasedGenerator<C: Clock = DefaultClock> {
+    keeper: Arc<Keeper<C>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl<C: Clock + Clone + Send + Sync + 'static> LeasedGenerator<C> {
+    /// The lease's state and counters.
+    pub fn lease_stats(&self) -> LeaseStats {
+        self.keeper.stats()
+    }
+
+    /// Stops issuing, stops the keeper and frees the worker number at once, recording the
+    /// last millisecond actually used as the mark. The error, if any, is the store's: the
+    /// number then frees itself when the lease expires (at once for the file store).
+    pub fn release(mut self) -> Result<(), Error> {
+        self.stop_keeper();
+        self.keeper.release()
+    }
+
+    fn stop_keeper(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            *lock(&self.keeper.stop) = true;
+            self.keeper.wake.notify_all();
+            let _ = thread.join();
+        }
+    }
+}
+
+impl<C: Clock> Deref for LeasedGenerator<C> {
+    type Target = Generator<C>;
+
+    fn deref(&self) -> &Generator<C> {
+        &self.keeper.generator
+    }
+}
+
+impl<C: Clock> Drop for LeasedGenerator<C> {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            *lock(&self.keeper.stop) = true;
+            self.keeper.wake.notify_all();
+            let _ = thread.join();
+            if let Err(error) = self.keeper.release() {
+                log::warn!("idgen: releasing the worker number failed: {error}");
+            }
+        }
+    }
+}
+
+impl<C: Clock + fmt::Debug> fmt::Debug for LeasedGenerator<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeasedGenerator")
+            .field("generator", &self.keeper.generator)
+            .field("store", &self.keeper.store)
+            .field("range", &self.keeper.range)
+            .finish()
+    }
+}

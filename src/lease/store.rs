@@ -1,0 +1,81 @@
+//! What a lease store promises: the traits every backend implements.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::error::Error;
+
+use super::WorkerRange;
+
+/// Where worker numbers are leased from. [`FileStore`](super::FileStore) (one host) and, with the `etcd`
+/// feature, `EtcdStore` (a fleet) are the two built in; a store of your own implements
+/// these two methods with the same promises.
+pub trait LeaseStore: Send + Sync + fmt::Debug {
+    /// How long a claim stays valid after the request that acquired or last renewed it was
+    /// sent, if it is not renewed. After that, the store may hand the number to another
+    /// process.
+    fn ttl(&self) -> Duration;
+
+    /// How far ahead of each renewal a leased generator writes its mark by default, and so
+    /// how long it goes on issuing through a store outage (see
+    /// [`LeasedBuilder::outage_horizon`](super::LeasedBuilder::outage_horizon)). Default:
+    /// the TTL, which rides through nothing; a networked store gives minutes.
+    fn default_outage_horizon(&self) -> Duration {
+        self.ttl()
+    }
+
+    /// Claims the lowest free worker number in `range`: free means no live holder, and a
+    /// record that can be trusted. Fails with [`Error::LeaseRangeFull`] when there is none,
+    /// and with [`Error::LeaseStore`] when the store cannot be reached.
+    fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error>;
+}
+
+/// A boxed store is a store, so one can be chosen at run time (`Box<dyn LeaseStore>`).
+impl<S: LeaseStore + ?Sized> LeaseStore for Box<S> {
+    fn ttl(&self) -> Duration {
+        (**self).ttl()
+    }
+
+    fn default_outage_horizon(&self) -> Duration {
+        (**self).default_outage_horizon()
+    }
+
+    fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
+        (**self).acquire(range)
+    }
+}
+
+/// One worker number, held. Dropping a claim without [`Claim::release`] leaves the number
+/// to expire (the file store frees it at once, as the OS drops the lock).
+pub trait Claim: Send + fmt::Debug {
+    /// The datacenter.
+    fn datacenter(&self) -> u64;
+
+    /// The worker number.
+    fn worker(&self) -> u64;
+
+    /// The mark the previous holder left: every ID it issued is dated at or before this
+    /// Unix millisecond. `None` when the number was never held.
+    fn previous_mark_unix_ms(&self) -> Option<u64>;
+
+    /// Whether the store has lost what it knew of this number's earlier holders: its record
+    /// or mark was deleted, emptied, re-created or replaced, so
+    /// [`Claim::previous_mark_unix_ms`] is at best a lower bound. A leased generator then
+    /// takes the previous mark to be one TTL after it took the number: any earlier holder,
+    /// even one still running, has stopped issuing by then (it renews within a TTL, finds
+    /// the number gone, and its IDs are dated at or before its last mark), on clocks that
+    /// agree within the TTL: a predecessor whose clock ran further ahead may have dated IDs
+    /// later, and only its deleted mark knew. Default: `false`.
+    fn previous_mark_unknown(&self) -> bool {
+        false
+    }
+
+    /// Proves the claim still holds, extends it by the store's TTL from now, and records
+    /// `mark_unix_ms` as the holder's new promise. [`Error::LeaseLost`] when the number is
+    /// gone for good; any other error is transient (the store could not be reached).
+    fn renew(&mut self, mark_unix_ms: u64) -> Result<(), Error>;
+
+    /// Records `mark_unix_ms` (the last millisecond actually used) and frees the number at
+    /// once.
+    fn release(&mut self, mark_unix_ms: u64) -> Result<(), Error>;
+}
