@@ -90,7 +90,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     let released = match Arc::try_unwrap(service) {
         Ok(service) => service.generator.release().map(|()| true),
         // A batch still running on a blocking thread: the number cannot be released under
-        // it. The process exits; the lock goes with it, and the mark written a TTL ahead
+        // it. The process exits; the lock goes with it, and the mark written a horizon ahead
         // keeps a successor after every ID the batch may still issue.
         Err(_) => Ok(false),
     };

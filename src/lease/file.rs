@@ -15,7 +15,7 @@ use crate::error::Error;
 /// the longest a successor waits after a holder crashed.
 pub const FILE_STORE_DEFAULT_TTL: Duration = Duration::from_secs(3);
 
-/// The longest TTL a file store takes: a day. Marks are written a TTL ahead, so a longer one
+/// The longest TTL a file store takes: a day. Marks are written at least a TTL ahead, so a longer one
 /// would only block a crashed holder's number for longer.
 pub const FILE_STORE_MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 

@@ -426,7 +426,7 @@ impl<C: Clock> Keeper<C> {
             return Ok(());
         };
         // Nothing is issued past this point, so the real high-water mark is a safe promise,
-        // and a successor does not have to wait for the one written a TTL ahead.
+        // and a successor does not have to wait for the one written a horizon ahead.
         let used = self
             .generator
             .high_water_mark()

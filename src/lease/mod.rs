@@ -1,5 +1,6 @@
-//! Worker-number leases: a process holds its worker number by lease, and a generator built
-//! from a lease stops issuing before anyone else could take the number.
+//! Worker-number leases: a process holds its worker number by lease, a generator built from
+//! a lease never issues an ID dated after the mark it wrote, and no later holder of the
+//! number issues one dated at or before it.
 //!
 //! The protocol and its timing argument are in [`crate::design`] and `docs/leases.md`; in
 //! short:
@@ -7,13 +8,15 @@
 //! - A [`LeaseStore`] hands out the lowest free worker number of a [`WorkerRange`] as a
 //!   [`Claim`], together with the previous holder's **mark**: a Unix millisecond that every
 //!   ID the previous holder issued is dated at or before.
-//! - [`LeasedGenerator`] writes its own mark (a TTL ahead of the moment the request was
-//!   sent) at acquire and at each renewal, starts strictly after the previous mark, and
-//!   gives its [`Generator`] a **ceiling**: the earlier of its mark and the end of the
-//!   lease's validity minus a safety margin, both measured from when the acquire or renewal
-//!   request was *sent*. The hot path compares each ID's millisecond with the ceiling (one
-//!   atomic load, no system call); past it, calls fail with [`Error::LeaseExpired`].
-//! - A background keeper renews every `ttl / 3`, retries failures with backoff, takes a new
+//! - [`LeasedGenerator`] writes its own mark (an **outage horizon** ahead of the moment the
+//!   acquire or renewal request was sent, never less than the TTL), starts strictly after
+//!   the previous mark, and gives its [`Generator`](crate::Generator) a **ceiling**: its
+//!   mark, raised only once the store confirmed it. The hot path compares each ID's
+//!   millisecond with the ceiling (one atomic load, no system call); past it, calls fail
+//!   with [`Error::LeaseExpired`](crate::Error::LeaseExpired). So a holder cut off from its
+//!   store goes on issuing up to its mark, and no later holder starts before that mark.
+//! - A background keeper renews every `ttl / 3`, retries failures with backoff (reporting an
+//!   outage in [`LeaseStats`] while they fail), takes a new
 //!   number if the old one is lost for good, and releases the number (writing the real
 //!   high-water mark, so a successor need not wait) on [`LeasedGenerator::release`] or drop.
 
