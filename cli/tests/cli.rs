@@ -307,6 +307,33 @@ fn lease_ttls_are_durations_checked_against_the_store() {
 }
 
 #[test]
+fn outage_horizons_are_durations_no_shorter_than_the_ttl() {
+    let dir = new_lease_dir("horizon");
+    let lease_dir = dir.to_str().unwrap();
+    let (status, _, stderr) = idgen(&[
+        "next",
+        "--lease-dir",
+        lease_dir,
+        "--lease-ttl",
+        "1s",
+        "--outage-horizon",
+        "5m",
+    ]);
+    assert!(status.success(), "{stderr}");
+    for (flags, message) in [
+        (["--lease-ttl", "3s", "--outage-horizon", "2s"], "below the TTL"),
+        (["--lease-ttl", "3s", "--outage-horizon", "2"], "unit"),
+        (["--lease-ttl", "3s", "--outage-horizon", "soon"], "not a duration"),
+    ] {
+        let mut args = vec!["next", "--lease-dir", lease_dir];
+        args.extend(flags);
+        let (status, _, stderr) = idgen(&args);
+        assert_eq!(status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(message), "{flags:?}: {stderr}");
+    }
+}
+
+#[test]
 fn the_default_stores_of_two_users_never_take_the_same_live_number() {
     // root's service in /var/lib/idgen, a user's `idgen next` in ~/.local/state: two
     // directories, one host. The second must not issue as the number the first holds.
