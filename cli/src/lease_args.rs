@@ -1,6 +1,7 @@
 //! The lease flags of `serve` and `next`: where the worker number comes from.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -79,8 +80,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{text:?} is too long"))
 }
 
+/// What `serve` leases from: the store, shared by its own generator and its lease API, the
+/// range, and the horizon.
+pub struct LeaseSource {
+    pub store: Arc<dyn LeaseStore>,
+    pub range: WorkerRange,
+    pub horizon: Option<Duration>,
+}
+
 impl LeaseArgs {
-    pub fn acquire(&self, layout: Layout) -> Result<LeasedGenerator, Failure> {
+    /// Checks the range and the layout's epoch, and opens the store.
+    pub fn source(&self, layout: Layout) -> Result<LeaseSource, Failure> {
         let range = match &self.workers {
             Some(text) => WorkerRange::parse(self.datacenter, text)
                 .map_err(|error| Failure::input(format!("--workers: {error}")))?,
@@ -93,10 +103,24 @@ impl LeaseArgs {
         layout
             .check_epoch(idgen::Clock::now_unix_ms(&idgen::SystemClock))
             .map_err(|error| Failure::input(error.to_string()))?;
-        let store = self.store.open()?;
-        let mut builder =
-            LeasedGenerator::builder(store, range).generator(Generator::builder().layout(layout));
-        if let Some(horizon) = self.outage_horizon {
+        Ok(LeaseSource {
+            store: Arc::from(self.store.open()?),
+            range,
+            horizon: self.outage_horizon,
+        })
+    }
+
+    pub fn acquire(&self, layout: Layout) -> Result<LeasedGenerator, Failure> {
+        self.source(layout)?.acquire(layout)
+    }
+}
+
+impl LeaseSource {
+    /// A leased generator on the layout.
+    pub fn acquire(&self, layout: Layout) -> Result<LeasedGenerator, Failure> {
+        let mut builder = LeasedGenerator::builder(Arc::clone(&self.store), self.range)
+            .generator(Generator::builder().layout(layout));
+        if let Some(horizon) = self.horizon {
             builder = builder.outage_horizon(horizon);
         }
         builder.acquire().map_err(|error| match error {

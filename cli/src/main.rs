@@ -1,6 +1,7 @@
 //! `idgen`: unique, time-sortable 64-bit IDs for programs that cannot embed the crate. An
 //! HTTP service (`idgen serve`) and operator commands (`next`, `decode`, `layout`).
 
+mod generators;
 mod layout_args;
 mod lease_args;
 mod serve;

@@ -17,6 +17,7 @@ use idgen::lease::{LeaseState, LeasedGenerator};
 use idgen::{Id, Layout};
 use serde_json::{Value, json};
 
+use crate::generators::{self, LeaseApi};
 use crate::layout_args::LayoutArgs;
 use crate::lease_args::LeaseArgs;
 use crate::{Failure, decoded_json, layout_json, parse_id};
@@ -45,6 +46,11 @@ pub struct ServeArgs {
     /// released, unless a batch is still being made: it is then left to expire.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     shutdown_grace: u64,
+    /// Turn on the lease API (`/v1/generators`): programs in other languages lease worker
+    /// numbers from this service's store and range and issue IDs themselves. Every request
+    /// needs `Authorization: Bearer <token>`, the token being this file's content, trimmed.
+    #[arg(long, value_name = "FILE")]
+    lease_api_token_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     lease: LeaseArgs,
     #[command(flatten)]
@@ -53,6 +59,7 @@ pub struct ServeArgs {
 
 struct Service {
     generator: LeasedGenerator,
+    lease_api: Option<Arc<LeaseApi>>,
     layout: Layout,
     max_batch: usize,
     /// Batches up to this size are made inline (see [`INLINE_BATCH`]).
@@ -67,10 +74,18 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         return Err(Failure::input("--max-batch must be at least 1"));
     }
     let layout = args.layout.layout()?;
+    let token = args
+        .lease_api_token_file
+        .as_deref()
+        .map(generators::read_token)
+        .transpose()?;
     // Leasing blocks (and the etcd store refuses to run inside a Tokio runtime): do it first.
-    let generator = args.lease.acquire(layout)?;
+    let source = args.lease.source(layout)?;
+    let generator = source.acquire(layout)?;
+    let lease_api = token.map(|token| Arc::new(LeaseApi::new(token, source, layout)));
     let service = Arc::new(Service {
         generator,
+        lease_api,
         layout,
         max_batch: args.max_batch,
         inline_batch: INLINE_BATCH.min((layout.max_sequence() as usize + 1) / 4),
@@ -121,6 +136,17 @@ async fn serve(service: Arc<Service>, listen: SocketAddr, grace: Duration) -> Re
         service.generator.worker(),
         service.generator.datacenter()
     );
+    if let Some(api) = service.lease_api.clone() {
+        // Leases not renewed within a TTL go back to the store.
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                every.tick().await;
+                let api = Arc::clone(&api);
+                let _ = tokio::task::spawn_blocking(move || api.expire()).await;
+            }
+        });
+    }
     let app = router(service);
     let stopping = Arc::new(tokio::sync::Notify::new());
     let server = axum::serve(listener, app).with_graceful_shutdown({
@@ -151,6 +177,7 @@ async fn serve(service: Arc<Service>, listen: SocketAddr, grace: Duration) -> Re
 }
 
 fn router(service: Arc<Service>) -> Router {
+    let lease_api = service.lease_api.clone();
     Router::new()
         // HEAD would run the GET handler and issue IDs nobody sees: not allowed.
         .route(
@@ -161,6 +188,8 @@ fn router(service: Arc<Service>) -> Router {
         .route("/v1/layout", get(layout))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
+        .with_state(Arc::clone(&service))
+        .merge(generators::router(lease_api))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -168,7 +197,6 @@ fn router(service: Arc<Service>) -> Router {
             Arc::clone(&service),
             count_responses,
         ))
-        .with_state(service)
 }
 
 /// Resolves on SIGINT or SIGTERM: axum then stops accepting and finishes open requests.
@@ -189,10 +217,10 @@ async fn shutdown_signal() {
 }
 
 /// An error response: the status and `{"error": "..."}`.
-struct ApiError(StatusCode, String);
+pub struct ApiError(pub StatusCode, pub String);
 
 impl ApiError {
-    fn bad(message: impl Into<String>) -> ApiError {
+    pub fn bad(message: impl Into<String>) -> ApiError {
         ApiError(StatusCode::BAD_REQUEST, message.into())
     }
 }
@@ -232,6 +260,21 @@ async fn post_ids(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
+    let fields = read_json_object(&headers, body, r#"{"count": 10}"#).await?;
+    let count = match fields.get("count") {
+        None => return Err(ApiError::bad(r#"count is missing: send {"count": N}"#)),
+        Some(count) => count_from_json(count, service.max_batch)?,
+    };
+    issue(service, count).await
+}
+
+/// A JSON object body, sent with `Content-Type: application/json`; `example` shows one in
+/// the error for anything else.
+pub async fn read_json_object(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    example: &str,
+) -> Result<serde_json::Map<String, Value>, ApiError> {
     let json_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
@@ -246,16 +289,12 @@ async fn post_ids(
     let body = read_body(body).await?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|error| ApiError::bad(format!("malformed JSON: {error}")))?;
-    let Value::Object(fields) = value else {
-        return Err(ApiError::bad(
-            r#"the body must be a JSON object such as {"count": 10}"#,
-        ));
-    };
-    let count = match fields.get("count") {
-        None => return Err(ApiError::bad(r#"count is missing: send {"count": N}"#)),
-        Some(count) => count_from_json(count, service.max_batch)?,
-    };
-    issue(service, count).await
+    match value {
+        Value::Object(fields) => Ok(fields),
+        _ => Err(ApiError::bad(format!(
+            "the body must be a JSON object such as {example}"
+        ))),
+    }
 }
 
 /// The whole body, at most [`MAX_BODY_BYTES`], within [`BODY_READ_TIMEOUT`].
@@ -522,6 +561,15 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
         "gauge",
         "Milliseconds left before the mark (0: past it).",
         &[(String::new(), lease.valid_for_ms.max(0) as u64)],
+    );
+    metric(
+        "idgen_lease_api_leases",
+        "gauge",
+        "Worker numbers leased through the lease API and held now.",
+        &one(service
+            .lease_api
+            .as_ref()
+            .map_or(0, |api| api.held() as u64)),
     );
     metric(
         "idgen_worker",

@@ -321,9 +321,15 @@ fn outage_horizons_are_durations_no_shorter_than_the_ttl() {
     ]);
     assert!(status.success(), "{stderr}");
     for (flags, message) in [
-        (["--lease-ttl", "3s", "--outage-horizon", "2s"], "below the TTL"),
+        (
+            ["--lease-ttl", "3s", "--outage-horizon", "2s"],
+            "below the TTL",
+        ),
         (["--lease-ttl", "3s", "--outage-horizon", "2"], "unit"),
-        (["--lease-ttl", "3s", "--outage-horizon", "soon"], "not a duration"),
+        (
+            ["--lease-ttl", "3s", "--outage-horizon", "soon"],
+            "not a duration",
+        ),
     ] {
         let mut args = vec!["next", "--lease-dir", lease_dir];
         args.extend(flags);

@@ -81,6 +81,51 @@ pub(super) struct Timing {
     pub(super) startup_wait: Duration,
 }
 
+impl Timing {
+    /// The timing for `store`, with defaults for what is not given: renewals every third of
+    /// the TTL, the store's outage horizon, a startup wait of the horizon and a second.
+    pub(super) fn for_store(
+        store: &dyn LeaseStore,
+        renew_every: Option<Duration>,
+        horizon: Option<Duration>,
+        startup_wait: Option<Duration>,
+    ) -> Result<Timing, Error> {
+        let ttl = store.ttl();
+        let horizon = horizon.unwrap_or_else(|| store.default_outage_horizon().max(ttl));
+        if horizon < ttl {
+            return Err(Error::LeaseConfig {
+                reason: format!(
+                    "an outage horizon of {horizon:?} is below the TTL of {ttl:?}: the mark \
+                     must stay ahead of the lease, so the horizon is at least the TTL"
+                ),
+            });
+        }
+        Ok(Timing {
+            ttl,
+            horizon,
+            renew_every: renew_every.unwrap_or(ttl / 3),
+            startup_wait: startup_wait.unwrap_or(horizon.saturating_add(Duration::from_secs(1))),
+        })
+    }
+
+    /// Checks that renewals come at least `margin` (default: a tenth of the TTL) before
+    /// the lease would end at the store.
+    fn check_margin(self, margin: Option<Duration>) -> Result<Timing, Error> {
+        let (ttl, renew_every) = (self.ttl, self.renew_every);
+        let margin = margin.unwrap_or(ttl / 10);
+        if renew_every.is_zero() || margin.saturating_add(renew_every) >= ttl {
+            return Err(Error::LeaseConfig {
+                reason: format!(
+                    "renewing every {renew_every:?} with a safety margin of {margin:?} \
+                     leaves no validity within a TTL of {ttl:?}: both must be non-zero \
+                     and add up to less than the TTL"
+                ),
+            });
+        }
+        Ok(self)
+    }
+}
+
 /// Configures a [`LeasedGenerator`]; start from [`LeasedGenerator::builder`].
 #[derive(Debug)]
 pub struct LeasedBuilder<C> {
@@ -166,38 +211,13 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
     }
 
     fn timing(&self) -> Result<Timing, Error> {
-        let ttl = self.store.ttl();
-        let renew_every = self.renew_every.unwrap_or(ttl / 3);
-        let margin = self.margin.unwrap_or(ttl / 10);
-        let horizon = self
-            .horizon
-            .unwrap_or_else(|| self.store.default_outage_horizon().max(ttl));
-        if horizon < ttl {
-            return Err(Error::LeaseConfig {
-                reason: format!(
-                    "an outage horizon of {horizon:?} is below the TTL of {ttl:?}: the mark \
-                     must stay ahead of the lease, so the horizon is at least the TTL"
-                ),
-            });
-        }
-        let timing = Timing {
-            ttl,
-            horizon,
-            renew_every,
-            startup_wait: self
-                .startup_wait
-                .unwrap_or(horizon.saturating_add(Duration::from_secs(1))),
-        };
-        if renew_every.is_zero() || margin.saturating_add(renew_every) >= ttl {
-            return Err(Error::LeaseConfig {
-                reason: format!(
-                    "renewing every {renew_every:?} with a safety margin of {margin:?} \
-                     leaves no validity within a TTL of {ttl:?}: both must be non-zero \
-                     and add up to less than the TTL"
-                ),
-            });
-        }
-        Ok(timing)
+        Timing::for_store(
+            &*self.store,
+            self.renew_every,
+            self.horizon,
+            self.startup_wait,
+        )
+        .and_then(|timing| timing.check_margin(self.margin))
     }
 
     /// Takes the lowest free worker number of the range, writes this holder's mark, waits

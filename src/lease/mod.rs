@@ -22,6 +22,7 @@
 
 #[cfg(feature = "etcd")]
 mod etcd;
+mod external;
 mod file;
 mod keeper;
 mod leased;
@@ -30,6 +31,7 @@ mod store;
 
 #[cfg(feature = "etcd")]
 pub use etcd::{ETCD_DEFAULT_OUTAGE_HORIZON, ETCD_DEFAULT_TTL, EtcdStore};
+pub use external::{ExternalLease, ExternalTerms};
 pub use file::{
     FILE_STORE_DEFAULT_TTL, FILE_STORE_MAX_TTL, FileStore, default_lease_dir, legacy_lease_dir,
 };

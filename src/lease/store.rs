@@ -45,6 +45,22 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Box<S> {
     }
 }
 
+/// A shared store is a store, so one process can lease through it from several places
+/// (its own generator, and the lease API it serves).
+impl<S: LeaseStore + ?Sized> LeaseStore for std::sync::Arc<S> {
+    fn ttl(&self) -> Duration {
+        (**self).ttl()
+    }
+
+    fn default_outage_horizon(&self) -> Duration {
+        (**self).default_outage_horizon()
+    }
+
+    fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
+        (**self).acquire(range)
+    }
+}
+
 /// One worker number, held. Dropping a claim without [`Claim::release`] leaves the number
 /// to expire (the file store frees it at once, as the OS drops the lock).
 pub trait Claim: Send + fmt::Debug {

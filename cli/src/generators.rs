@@ -1,0 +1,477 @@
+//! The lease API: worker numbers for generators that run elsewhere (`/v1/generators`). A
+//! program in another language leases a number from the service's own store and range,
+//! issues IDs itself within the terms it gets, renews, and releases. Off unless `serve` is
+//! given `--lease-api-token-file`; every request needs `Authorization: Bearer <token>`.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, post};
+use idgen::lease::{ExternalLease, ExternalTerms};
+use idgen::{Error, Layout, SystemClock};
+use serde_json::{Map, Value, json};
+
+use crate::lease_args::LeaseSource;
+use crate::serve::{ApiError, read_json_object};
+use crate::{Failure, layout_json};
+
+/// The longest holder name, in characters.
+const MAX_HOLDER_CHARS: usize = 128;
+
+/// How long an ended lease still answers 410 (rather than 404) to its holder.
+const ENDED_KEPT: Duration = Duration::from_secs(600);
+
+/// The lease API's state: the store and range it leases from, and the leases it handed out.
+pub struct LeaseApi {
+    token: Vec<u8>,
+    source: LeaseSource,
+    layout: Layout,
+    leases: Mutex<HashMap<String, Entry>>,
+}
+
+enum Entry {
+    Held {
+        lease: Arc<Mutex<Option<ExternalLease>>>,
+        holder: String,
+        renewed: Instant,
+    },
+    Ended {
+        why: &'static str,
+        at: Instant,
+    },
+}
+
+impl LeaseApi {
+    /// The API on `source`, answering requests that carry `token` (see [`read_token`]).
+    pub fn new(token: Vec<u8>, source: LeaseSource, layout: Layout) -> LeaseApi {
+        LeaseApi {
+            token,
+            source,
+            layout,
+            leases: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn leases(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+        self.leases.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Ends the leases not renewed within a TTL: their numbers go back to the store (free
+    /// once the store's lease ends, usable once the last mark passes). Forgets ended ones
+    /// after a while. Run every half second by the service.
+    pub fn expire(&self) {
+        let ttl = self.source.store.ttl();
+        let mut expired = Vec::new();
+        let mut leases = self.leases();
+        leases.retain(|_, entry| match entry {
+            Entry::Ended { at, .. } => at.elapsed() < ENDED_KEPT,
+            Entry::Held { .. } => true,
+        });
+        for entry in leases.values_mut() {
+            if let Entry::Held {
+                lease,
+                renewed,
+                holder,
+            } = entry
+                && renewed.elapsed() > ttl
+            {
+                eprintln!(
+                    "idgen: the lease API's lease held by {holder:?} was not renewed within \
+                     {ttl:?}; its number goes back to the store"
+                );
+                expired.push(Arc::clone(lease));
+                *entry = Entry::Ended {
+                    why: "expired: it was not renewed within the TTL",
+                    at: Instant::now(),
+                };
+            }
+        }
+        drop(leases);
+        for lease in expired {
+            // Dropped, not released: the last mark written stands.
+            drop(lock(&lease).take());
+        }
+    }
+
+    /// How many leases are held now.
+    pub fn held(&self) -> usize {
+        self.leases()
+            .values()
+            .filter(|entry| matches!(entry, Entry::Held { .. }))
+            .count()
+    }
+}
+
+/// The bearer token in `token_file` (its content, trimmed). A missing, unreadable or empty
+/// file is an input error; one that every user may read is a warning.
+pub fn read_token(token_file: &Path) -> Result<Vec<u8>, Failure> {
+    let flag = "--lease-api-token-file";
+    let text = std::fs::read_to_string(token_file)
+        .map_err(|error| Failure::input(format!("{flag} {}: {error}", token_file.display())))?;
+    let token = text.trim();
+    if token.is_empty() {
+        return Err(Failure::input(format!(
+            "{flag} {}: the file is empty; put the bearer token in it",
+            token_file.display()
+        )));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(metadata) = std::fs::metadata(token_file)
+            && metadata.permissions().mode() & 0o004 != 0
+        {
+            eprintln!(
+                "idgen: warning: {flag} {} can be read by every user; chmod o-r it",
+                token_file.display()
+            );
+        }
+    }
+    Ok(token.as_bytes().to_vec())
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The `/v1/generators` routes; without an API, each answers 404 saying how to turn it on.
+pub fn router(api: Option<Arc<LeaseApi>>) -> Router {
+    Router::new()
+        .route("/v1/generators/lease", post(lease))
+        .route("/v1/generators/{lease_id}/renew", post(renew))
+        .route("/v1/generators/{lease_id}", delete(release))
+        .with_state(api)
+}
+
+type ApiState = State<Option<Arc<LeaseApi>>>;
+
+/// The API, if it is on and the request carries its token.
+fn authorised(api: Option<Arc<LeaseApi>>, headers: &HeaderMap) -> Result<Arc<LeaseApi>, ApiError> {
+    let Some(api) = api else {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            "the lease API is off: start idgen serve with --lease-api-token-file FILE".into(),
+        ));
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::trim);
+    match given {
+        Some(given) if same_token(given.as_bytes(), &api.token) => Ok(api),
+        Some(_) => Err(ApiError(
+            StatusCode::UNAUTHORIZED,
+            "the bearer token is wrong".into(),
+        )),
+        None => Err(ApiError(
+            StatusCode::UNAUTHORIZED,
+            "send Authorization: Bearer <token>".into(),
+        )),
+    }
+}
+
+/// Compares in time that depends on the lengths only, never on where they differ.
+fn same_token(given: &[u8], expected: &[u8]) -> bool {
+    given.len() == expected.len()
+        && given
+            .iter()
+            .zip(expected)
+            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
+            == 0
+}
+
+async fn lease(State(api): ApiState, headers: HeaderMap, body: axum::body::Body) -> Response {
+    respond(lease_inner(api, headers, body).await)
+}
+
+async fn lease_inner(
+    api: Option<Arc<LeaseApi>>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    let api = authorised(api, &headers)?;
+    let fields = read_json_object(&headers, body, r#"{"holder": "billing-7f9c"}"#).await?;
+    let holder = holder_name(&fields)?;
+    let taken = {
+        let api = Arc::clone(&api);
+        tokio::task::spawn_blocking(move || {
+            ExternalLease::acquire(
+                &*api.source.store,
+                &api.source.range,
+                api.source.horizon,
+                &SystemClock,
+            )
+        })
+        .await
+        .map_err(|error| ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?
+    };
+    let lease = taken.map_err(|error| match error {
+        Error::LeaseRangeFull { .. } | Error::ClockBehindMark { .. } => ApiError(
+            StatusCode::CONFLICT,
+            format!("no worker number to lease: {error}"),
+        ),
+        _ => store_unreachable(&error),
+    })?;
+    let terms = lease.terms();
+    let lease_id = new_lease_id();
+    api.leases().insert(
+        lease_id.clone(),
+        Entry::Held {
+            lease: Arc::new(Mutex::new(Some(lease))),
+            holder,
+            renewed: Instant::now(),
+        },
+    );
+    Ok(axum::Json(terms_json(&lease_id, &terms, &api.layout)).into_response())
+}
+
+/// `holder`: 1 to 128 characters, none of them a control character.
+fn holder_name(fields: &Map<String, Value>) -> Result<String, ApiError> {
+    if let Some(other) = fields.keys().find(|key| *key != "holder") {
+        return Err(ApiError::bad(format!(
+            "unknown field {other:?}: send {{\"holder\": \"a name for operators\"}}"
+        )));
+    }
+    let holder = match fields.get("holder") {
+        Some(Value::String(holder)) => holder,
+        Some(_) => return Err(ApiError::bad("holder must be a string")),
+        None => {
+            return Err(ApiError::bad(
+                r#"holder is missing: send {"holder": "a name for operators"}"#,
+            ));
+        }
+    };
+    let chars = holder.chars().count();
+    if chars == 0 || chars > MAX_HOLDER_CHARS {
+        return Err(ApiError::bad(format!(
+            "holder must be 1 to {MAX_HOLDER_CHARS} characters; got {chars}"
+        )));
+    }
+    if holder.chars().any(char::is_control) {
+        return Err(ApiError::bad(
+            "holder must be printable: no control characters",
+        ));
+    }
+    Ok(holder.clone())
+}
+
+async fn renew(
+    State(api): ApiState,
+    headers: HeaderMap,
+    lease_id: Result<UrlPath<String>, axum::extract::rejection::PathRejection>,
+) -> Response {
+    respond(renew_inner(api, headers, lease_id).await)
+}
+
+async fn renew_inner(
+    api: Option<Arc<LeaseApi>>,
+    headers: HeaderMap,
+    lease_id: Result<UrlPath<String>, axum::extract::rejection::PathRejection>,
+) -> Result<Response, ApiError> {
+    let api = authorised(api, &headers)?;
+    let UrlPath(lease_id) = lease_id.map_err(|rejection| ApiError::bad(rejection.body_text()))?;
+    let lease = held(&api, &lease_id)?;
+    let renewed = {
+        let lease = Arc::clone(&lease);
+        tokio::task::spawn_blocking(move || {
+            lock(&lease).as_mut().map(|held| held.renew(&SystemClock))
+        })
+        .await
+        .map_err(|error| ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?
+    };
+    match renewed {
+        // Expired or released while this request waited for the lock.
+        None => Err(gone(&api, &lease_id)),
+        Some(Ok(terms)) => {
+            if let Some(Entry::Held { renewed, .. }) = api.leases().get_mut(&lease_id) {
+                *renewed = Instant::now();
+            }
+            Ok(axum::Json(terms_json(&lease_id, &terms, &api.layout)).into_response())
+        }
+        Some(Err(error @ Error::LeaseLost { .. })) => {
+            drop(lock(&lease).take());
+            api.leases().insert(
+                lease_id,
+                Entry::Ended {
+                    why: "lost: the store gave the number up",
+                    at: Instant::now(),
+                },
+            );
+            Err(ApiError(
+                StatusCode::GONE,
+                format!("{error}: stop issuing with this number now"),
+            ))
+        }
+        Some(Err(error)) => Err(store_unreachable(&error)),
+    }
+}
+
+async fn release(
+    State(api): ApiState,
+    headers: HeaderMap,
+    lease_id: Result<UrlPath<String>, axum::extract::rejection::PathRejection>,
+    body: axum::body::Body,
+) -> Response {
+    respond(release_inner(api, headers, lease_id, body).await)
+}
+
+async fn release_inner(
+    api: Option<Arc<LeaseApi>>,
+    headers: HeaderMap,
+    lease_id: Result<UrlPath<String>, axum::extract::rejection::PathRejection>,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    let api = authorised(api, &headers)?;
+    let UrlPath(lease_id) = lease_id.map_err(|rejection| ApiError::bad(rejection.body_text()))?;
+    let last_used = last_used_ms(&headers, body).await?;
+    let lease = held(&api, &lease_id)?;
+    api.leases().insert(
+        lease_id.clone(),
+        Entry::Ended {
+            why: "released",
+            at: Instant::now(),
+        },
+    );
+    let released = tokio::task::spawn_blocking(move || {
+        lock(&lease).take().map(|held| held.release(last_used))
+    })
+    .await
+    .map_err(|error| ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?;
+    match released {
+        None => Err(gone(&api, &lease_id)),
+        Some(Ok(())) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Some(Err(error)) => Err(ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "releasing failed ({error}); the number is given up anyway and frees itself \
+                 when its lease ends"
+            ),
+        )),
+    }
+}
+
+/// The optional body of a release: nothing, or `{"lastUsedMs": N}`.
+async fn last_used_ms(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<Option<u64>, ApiError> {
+    let empty = headers
+        .get(header::CONTENT_LENGTH)
+        .is_some_and(|length| length == "0")
+        || (!headers.contains_key(header::CONTENT_TYPE)
+            && !headers.contains_key(header::CONTENT_LENGTH)
+            && !headers.contains_key(header::TRANSFER_ENCODING));
+    if empty {
+        return Ok(None);
+    }
+    let fields = read_json_object(headers, body, r#"{"lastUsedMs": 1767225600000}"#).await?;
+    if let Some(other) = fields.keys().find(|key| *key != "lastUsedMs") {
+        return Err(ApiError::bad(format!(
+            "unknown field {other:?}: send nothing, or {{\"lastUsedMs\": N}}"
+        )));
+    }
+    match fields.get("lastUsedMs") {
+        None => Ok(None),
+        Some(value) => value
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| ApiError::bad("lastUsedMs must be a whole number of Unix milliseconds")),
+    }
+}
+
+/// The lease `lease_id` while it is held; 404 or 410 otherwise.
+fn held(api: &LeaseApi, lease_id: &str) -> Result<Arc<Mutex<Option<ExternalLease>>>, ApiError> {
+    let leases = api.leases();
+    match leases.get(lease_id) {
+        Some(Entry::Held { lease, .. }) => Ok(Arc::clone(lease)),
+        Some(Entry::Ended { why, .. }) => Err(ended(lease_id, why)),
+        None => Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("no lease {lease_id:?}"),
+        )),
+    }
+}
+
+/// 410 for a lease that ended after the request looked it up.
+fn gone(api: &LeaseApi, lease_id: &str) -> ApiError {
+    let why = match api.leases().get(lease_id) {
+        Some(Entry::Ended { why, .. }) => *why,
+        _ => "ended",
+    };
+    ended(lease_id, why)
+}
+
+fn ended(lease_id: &str, why: &str) -> ApiError {
+    ApiError(
+        StatusCode::GONE,
+        format!("lease {lease_id:?} has ended ({why}): lease a new number"),
+    )
+}
+
+fn store_unreachable(error: &Error) -> ApiError {
+    ApiError(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "the lease store cannot be reached ({error}); keep to the terms you have and retry"
+        ),
+    )
+}
+
+/// A 503 gets `Retry-After: 1`.
+fn respond(result: Result<Response, ApiError>) -> Response {
+    match result {
+        Ok(response) => response,
+        Err(error) => {
+            let retry = error.0 == StatusCode::SERVICE_UNAVAILABLE;
+            let mut response = error.into_response();
+            if retry {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            response
+        }
+    }
+}
+
+fn terms_json(lease_id: &str, terms: &ExternalTerms, layout: &Layout) -> Value {
+    json!({
+        "leaseId": lease_id,
+        "datacenter": terms.datacenter,
+        "worker": terms.worker,
+        "ttlMs": terms.ttl.as_millis() as u64,
+        "resumeAfterMs": terms.resume_after_unix_ms,
+        "validUntilMs": terms.valid_until_unix_ms,
+        "renewEveryMs": terms.renew_every.as_millis() as u64,
+        "layout": layout_json(layout),
+    })
+}
+
+/// 128 random bits, hex: unguessable, so one client cannot renew or release another's
+/// lease by counting.
+fn new_lease_id() -> String {
+    let mut bytes = [0u8; 16];
+    let read = std::fs::File::open("/dev/urandom").and_then(|mut file| file.read_exact(&mut bytes));
+    if read.is_err() {
+        // No /dev/urandom: the standard library's per-process random hasher keys.
+        use std::hash::{BuildHasher, Hasher};
+        for chunk in bytes.chunks_mut(8) {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| since.as_nanos()),
+            );
+            chunk.copy_from_slice(&hasher.finish().to_le_bytes());
+        }
+    }
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
