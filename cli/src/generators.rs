@@ -137,6 +137,27 @@ pub fn read_token(token_file: &Path) -> Result<Vec<u8>, Failure> {
     Ok(token.as_bytes().to_vec())
 }
 
+/// Runs `work` on a thread of its own and waits for it without holding up the runtime.
+/// Not `spawn_blocking`: the etcd store refuses to run on any thread of a Tokio runtime,
+/// blocking pool included (it runs its own).
+pub async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("idgen-lease-api".into())
+        .spawn(move || {
+            let _ = done.send(work());
+        })
+        .map_err(|error| ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?;
+    result.await.map_err(|_| {
+        ApiError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the lease store call panicked".into(),
+        )
+    })
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -201,17 +222,17 @@ async fn lease_inner(
     let fields = read_json_object(&headers, body, r#"{"holder": "billing-7f9c"}"#).await?;
     let holder = holder_name(&fields)?;
     let taken = {
-        let api = Arc::clone(&api);
-        tokio::task::spawn_blocking(move || {
+        let (api, holder) = (Arc::clone(&api), holder.clone());
+        off_runtime(move || {
             ExternalLease::acquire(
                 &*api.source.store,
                 &api.source.range,
+                &holder,
                 api.source.horizon,
                 &SystemClock,
             )
         })
-        .await
-        .map_err(|error| ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?
+        .await?
     };
     let lease = taken.map_err(|error| match error {
         Error::LeaseRangeFull { .. } | Error::ClockBehindMark { .. } => ApiError(
@@ -281,11 +302,7 @@ async fn renew_inner(
     let lease = held(&api, &lease_id)?;
     let renewed = {
         let lease = Arc::clone(&lease);
-        tokio::task::spawn_blocking(move || {
-            lock(&lease).as_mut().map(|held| held.renew(&SystemClock))
-        })
-        .await
-        .map_err(|error| ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?
+        off_runtime(move || lock(&lease).as_mut().map(|held| held.renew(&SystemClock))).await?
     };
     match renewed {
         // Expired or released while this request waited for the lock.
@@ -340,11 +357,8 @@ async fn release_inner(
             at: Instant::now(),
         },
     );
-    let released = tokio::task::spawn_blocking(move || {
-        lock(&lease).take().map(|held| held.release(last_used))
-    })
-    .await
-    .map_err(|error| ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?;
+    let released =
+        off_runtime(move || lock(&lease).take().map(|held| held.release(last_used))).await?;
     match released {
         None => Err(gone(&api, &lease_id)),
         Some(Ok(())) => Ok(StatusCode::NO_CONTENT.into_response()),

@@ -37,9 +37,17 @@ enum Command {
     Decode(DecodeArgs),
     /// Show the arithmetic of a layout: lifetime, last instant, workers, rates.
     Layout(LayoutCommand),
-    /// Manage a lease store.
+    /// Show every worker number of a lease store: free or held, holder, mark, anomalies.
+    Leases(LeasesArgs),
+}
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct LeasesArgs {
     #[command(subcommand)]
-    Leases(LeasesCommand),
+    command: Option<LeasesCommand>,
+    #[command(flatten)]
+    list: lease_args::ListArgs,
 }
 
 #[derive(Subcommand)]
@@ -98,7 +106,11 @@ fn main() -> ExitCode {
         Command::Next(args) => next(args),
         Command::Decode(args) => decode(args),
         Command::Layout(args) => layout(args),
-        Command::Leases(LeasesCommand::Init(args)) => args.run(),
+        Command::Leases(LeasesArgs {
+            command: Some(LeasesCommand::Init(args)),
+            ..
+        }) => args.run(),
+        Command::Leases(LeasesArgs { list, .. }) => list.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

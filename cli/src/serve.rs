@@ -80,7 +80,8 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         .map(generators::read_token)
         .transpose()?;
     // Leasing blocks (and the etcd store refuses to run inside a Tokio runtime): do it first.
-    let source = args.lease.source(layout)?;
+    let mut source = args.lease.source(layout)?;
+    source.holder = Some(format!("idgen serve, pid {}", std::process::id()));
     let generator = source.acquire(layout)?;
     let lease_api = token.map(|token| Arc::new(LeaseApi::new(token, source, layout)));
     let service = Arc::new(Service {
@@ -142,8 +143,9 @@ async fn serve(service: Arc<Service>, listen: SocketAddr, grace: Duration) -> Re
             let mut every = tokio::time::interval(Duration::from_millis(500));
             loop {
                 every.tick().await;
-                let api = Arc::clone(&api);
-                let _ = tokio::task::spawn_blocking(move || api.expire()).await;
+                // Drops claims only: no store request (the store, which outlives them, keeps
+                // any connection), so it runs here.
+                api.expire();
             }
         });
     }

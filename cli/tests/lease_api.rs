@@ -412,3 +412,84 @@ fn a_node_client_issues_on_a_leased_number_stops_at_its_terms_and_never_collides
     );
     assert_eq!(shared, 0);
 }
+
+#[test]
+fn the_fleet_view_lists_every_number_with_its_holder_mark_and_anomalies() {
+    use idgen::lease::{FileStore, LeaseStore, WorkerRange};
+    let dir = new_lease_dir("fleet");
+    let lease_dir = dir.to_str().unwrap();
+    let service = with_api(&dir, &token_file("fleet"), &["--workers", "0-1"]);
+    assert_eq!(service.worker, 0);
+    assert_eq!(lease(&service, "billing-7f9c").json()["worker"], 1);
+    // 2: handed out, then its record deleted; 3: its record overwritten with garbage;
+    // 4: released with a mark a day ahead; 5: never held.
+    for worker in ["2-2", "3-3"] {
+        let (status, _, stderr) =
+            common::idgen(&["next", "--lease-dir", lease_dir, "--workers", worker]);
+        assert!(status.success(), "{stderr}");
+    }
+    std::fs::remove_file(dir.join("dc0-worker2.lease")).unwrap();
+    std::fs::write(dir.join("dc0-worker3.lease"), "garbage\n").unwrap();
+    let day_ahead = unix_ms() + 86_400_000;
+    let store = FileStore::open(&dir).unwrap();
+    let mut claim = store
+        .acquire(&WorkerRange::parse(0, "4-4").unwrap())
+        .unwrap();
+    claim.release(day_ahead).unwrap();
+
+    let (status, stdout, stderr) = common::idgen(&[
+        "leases",
+        "--lease-dir",
+        lease_dir,
+        "--workers",
+        "0-5",
+        "--json",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let rows: Value = serde_json::from_str(&stdout).unwrap();
+    let row = |worker: usize| &rows[worker];
+    let states: Vec<&str> = (0..6).map(|w| row(w)["state"].as_str().unwrap()).collect();
+    assert_eq!(
+        states,
+        ["held", "held", "missing", "corrupt", "free", "free"],
+        "{rows:#}"
+    );
+    assert!(
+        row(0)["holder"]
+            .as_str()
+            .unwrap()
+            .starts_with("idgen serve, pid "),
+        "{rows:#}"
+    );
+    assert_eq!(row(1)["holder"], "billing-7f9c");
+    for w in [0, 1] {
+        let left = row(w)["validForMs"].as_i64().unwrap();
+        assert!(left > 0 && left <= 3_000, "{rows:#}");
+        assert_eq!(row(w)["anomalies"], serde_json::json!([]));
+    }
+    assert!(
+        row(2)["anomalies"][0].as_str().unwrap().contains("missing"),
+        "{rows:#}"
+    );
+    assert!(
+        row(3)["anomalies"][0]
+            .as_str()
+            .unwrap()
+            .contains("not an idgen lease record")
+    );
+    assert_eq!(row(4)["markMs"], day_ahead);
+    assert!(
+        row(4)["anomalies"][0].as_str().unwrap().contains("ahead"),
+        "{rows:#}"
+    );
+    assert_eq!(row(5)["markMs"], Value::Null);
+    // The text form says the same, a line per number and a count.
+    let (status, text, _) =
+        common::idgen(&["leases", "--lease-dir", lease_dir, "--workers", "0-5"]);
+    assert!(status.success());
+    assert!(text.contains("holder \"billing-7f9c\""), "{text}");
+    assert!(
+        text.contains("6 numbers: 2 free, 2 held, 1 corrupt, 1 missing"),
+        "{text}"
+    );
+}

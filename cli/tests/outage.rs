@@ -341,3 +341,70 @@ fn two_live_processes_hold_the_same_number_at_once_and_never_share_an_id() {
     // Apart by the mark: every one of the first's IDs is below every one of the second's.
     assert!(a.iter().max() < b.iter().min());
 }
+
+#[test]
+fn the_fleet_view_on_etcd_shows_the_services_and_the_api_clients_names() {
+    let namespace = initialised_namespace("fleet");
+    let dir = common::temp_dir("etcd-fleet-token");
+    let token = dir.join("token");
+    std::fs::write(&token, "t0k\n").unwrap();
+    let endpoints = endpoints();
+    let service = Service::start_with(&[
+        "--etcd",
+        &endpoints,
+        "--namespace",
+        &namespace,
+        "--lease-ttl",
+        "2s",
+        "--workers",
+        "0-3",
+        "--lease-api-token-file",
+        token.to_str().unwrap(),
+    ]);
+    let leased = service.request(
+        "POST",
+        "/v1/generators/lease",
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", "Bearer t0k"),
+        ],
+        br#"{"holder": "node-billing"}"#,
+    );
+    assert_eq!(leased.status, 200, "{leased:?}");
+    let api_worker = leased.json()["worker"].as_u64().unwrap();
+    let (status, stdout, stderr) = idgen(&[
+        "leases",
+        "--etcd",
+        &endpoints,
+        "--namespace",
+        &namespace,
+        "--workers",
+        "0-3",
+        "--json",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    for row in rows.as_array().unwrap() {
+        let worker = row["worker"].as_u64().unwrap();
+        let expected = if worker == service.worker || worker == api_worker {
+            "held"
+        } else {
+            "free"
+        };
+        assert_eq!(row["state"], expected, "{rows:#}");
+        if worker == api_worker {
+            assert_eq!(row["holder"], "node-billing");
+        }
+        if worker == service.worker {
+            assert!(
+                row["holder"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("idgen serve, pid "),
+                "{rows:#}"
+            );
+        }
+        // `init` wrote every mark.
+        assert!(row["markMs"].is_u64(), "{rows:#}");
+    }
+}

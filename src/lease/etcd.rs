@@ -11,7 +11,7 @@ use etcd_client::{
     TxnOp, TxnOpResponse,
 };
 
-use super::{Claim, LeaseStore, WorkerRange};
+use super::{Claim, LeaseStore, NumberRecord, NumberState, WorkerRange};
 use crate::error::Error;
 use crate::sync::{AtomicU64, Ordering};
 
@@ -246,6 +246,90 @@ impl LeaseStore for EtcdStore {
     }
 
     fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
+        self.acquire_as(range, "")
+    }
+
+    fn survey(&self, range: &WorkerRange) -> Result<Vec<NumberRecord>, Error> {
+        let mut client = self.connection.client.clone();
+        let store_key = self.store_key();
+        let datacenter = range.datacenter();
+        let holders = format!("{}dc/{datacenter}/holder/", self.prefix);
+        let marks = format!("{}dc/{datacenter}/mark/", self.prefix);
+        // (initialised, holders: worker -> (value, lease), marks: worker -> value)
+        type Listed = (bool, Vec<(u64, String, i64)>, Vec<(u64, String)>);
+        let (initialised, held, marked): Listed = self.run(async {
+            let initialised = !timed(client.get(store_key.as_str(), None))
+                .await?
+                .kvs()
+                .is_empty();
+            let mut listed = Vec::new();
+            for prefix in [&holders, &marks] {
+                let got = timed(client.get(prefix.as_str(), Some(GetOptions::new().with_prefix())))
+                    .await?;
+                listed.push(
+                    got.kvs()
+                        .iter()
+                        .filter_map(|kv| {
+                            let worker = kv.key_str().ok()?.strip_prefix(prefix.as_str())?;
+                            Some((
+                                worker.parse().ok()?,
+                                String::from_utf8_lossy(kv.value()).into_owned(),
+                                kv.lease(),
+                            ))
+                        })
+                        .collect::<Vec<(u64, String, i64)>>(),
+                );
+            }
+            let marked = listed
+                .pop()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(worker, value, _)| (worker, value))
+                .collect();
+            Ok((initialised, listed.pop().unwrap_or_default(), marked))
+        })?;
+        if !initialised {
+            return Err(self.uninitialised());
+        }
+        Ok(range
+            .workers()
+            .map(|worker| {
+                let mut number = NumberRecord::new(datacenter, worker);
+                if let Some((_, token, lease)) = held.iter().find(|(w, ..)| *w == worker) {
+                    number.state = NumberState::Held;
+                    number.holder = Some(holder_of(token));
+                    if *lease == 0 {
+                        number.state = NumberState::Corrupt;
+                        number.detail = Some(format!(
+                            "{}: a holder key without a lease, put by hand",
+                            self.holder_key(datacenter, worker)
+                        ));
+                    }
+                }
+                match marked.iter().find(|(w, _)| *w == worker) {
+                    Some((_, text)) => match parse_mark(text) {
+                        Ok(mark) => number.mark_unix_ms = Some(mark),
+                        Err(reason) => {
+                            number.state = NumberState::Corrupt;
+                            number.detail =
+                                Some(format!("{}: {reason}", self.mark_key(datacenter, worker)));
+                        }
+                    },
+                    None if number.state == NumberState::Free => {
+                        number.state = NumberState::Missing;
+                        number.detail = Some(format!(
+                            "{} is missing (deleted?)",
+                            self.mark_key(datacenter, worker)
+                        ));
+                    }
+                    None => {}
+                }
+                number
+            })
+            .collect())
+    }
+
+    fn acquire_as(&self, range: &WorkerRange, holder_name: &str) -> Result<Box<dyn Claim>, Error> {
         let mut client = self.connection.client.clone();
         let store_key = self.store_key();
         let initialised = self.run(async {
@@ -315,7 +399,7 @@ impl LeaseStore for EtcdStore {
             // The holder key's value names this claim alone: the lease ID is the number's,
             // so a holder whose lease ran out and was granted again to a successor would
             // otherwise pass for that successor.
-            let token = claim_token();
+            let token = claim_token(holder_name);
             let value = token.clone();
             let claimed = self.run(async {
                 let txn = Txn::new()
@@ -541,18 +625,35 @@ struct Ours {
     lease: i64,
 }
 
-/// A value no other claim has: this process and host, the time, and a per-process count.
-fn claim_token() -> String {
+/// A value no other claim has: the holder's name, this process and host, the time, and a
+/// per-process count.
+fn claim_token(holder: &str) -> String {
     static CLAIMS: AtomicU64 = AtomicU64::new(0);
     let count = CLAIMS.fetch_add(1, Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_nanos());
-    format!(
+    let claim = format!(
         "pid {} on {} claim {nanos}-{count}",
         std::process::id(),
         host_name()
-    )
+    );
+    if holder.is_empty() {
+        claim
+    } else {
+        format!("{holder}{HOLDER_SEPARATOR}{claim}")
+    }
+}
+
+/// Between a holder's name and the rest of its token.
+const HOLDER_SEPARATOR: &str = " | ";
+
+/// The holder's name in a holder key's value: the part before the claim, or all of it.
+fn holder_of(token: &str) -> String {
+    token
+        .rsplit_once(HOLDER_SEPARATOR)
+        .map_or(token, |(holder, _)| holder)
+        .to_string()
 }
 
 impl Claim for EtcdClaim {

@@ -46,19 +46,21 @@ pub struct ExternalTerms {
 }
 
 impl ExternalLease {
-    /// Takes a number of `range` from `store` as a leased generator would (the lowest free
-    /// number whose mark has passed, else the nearest mark within a horizon and a second),
-    /// and writes a mark `horizon` ahead of `clock` (default: the store's
+    /// Takes a number of `range` from `store` for `holder` (a name for operators) as a
+    /// leased generator would (the lowest free number whose mark has passed, else the
+    /// nearest mark within a horizon and a second), and writes a mark `horizon` ahead of
+    /// `clock` (default: the store's
     /// [`LeaseStore::default_outage_horizon`]; never below the TTL).
     pub fn acquire<C: Clock>(
         store: &dyn LeaseStore,
         range: &WorkerRange,
+        holder: &str,
         horizon: Option<Duration>,
         clock: &C,
     ) -> Result<ExternalLease, Error> {
         let timing = Timing::for_store(store, None, horizon, None)?;
         let sent_unix_ms = clock.now_unix_ms();
-        let (mut claim, previous) = take_number(store, range, clock, &timing)?;
+        let (mut claim, previous) = take_number(store, range, clock, &timing, holder)?;
         let mark = sent_unix_ms
             .saturating_add(millis(timing.horizon))
             .max(previous.unwrap_or(0));

@@ -8,7 +8,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{Claim, LeaseStore, WorkerRange};
+use super::{Claim, LeaseStore, NumberRecord, NumberState, WorkerRange};
 use crate::error::Error;
 
 /// The file store's default TTL: how far ahead of each renewal its mark is written, and so
@@ -475,6 +475,72 @@ impl LeaseStore for FileStore {
     }
 
     fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
+        self.acquire_as(range, "")
+    }
+
+    fn survey(&self, range: &WorkerRange) -> Result<Vec<NumberRecord>, Error> {
+        self.check_dir()?;
+        let roster = self.roster()?;
+        let datacenter = range.datacenter();
+        let mut numbers = Vec::new();
+        for worker in range.workers() {
+            let path = self.record_path(datacenter, worker);
+            let handed_out = roster.handed_out(datacenter, worker);
+            // Held: its liveness name is bound, or its record is locked.
+            let held = match self.take_liveness(datacenter, worker)? {
+                None => true,
+                Some(_free) => File::open(&path).is_ok_and(|file| {
+                    matches!(file.try_lock_shared(), Err(TryLockError::WouldBlock))
+                }),
+            };
+            let text = match fs::symlink_metadata(&path) {
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+                Ok(metadata) if !metadata.file_type().is_file() => {
+                    Err("not a plain file".to_string())
+                }
+                _ => fs::read_to_string(&path).map_err(|error| error.to_string()),
+            };
+            let mut number = NumberRecord::new(datacenter, worker);
+            number.state = if held {
+                NumberState::Held
+            } else {
+                NumberState::Free
+            };
+            match text.and_then(|text| Record::parse(&text)) {
+                Err(reason) => {
+                    number.state = NumberState::Corrupt;
+                    number.detail = Some(format!("{}: {reason}", path.display()));
+                }
+                Ok(None) if handed_out && !held => {
+                    number.state = NumberState::Missing;
+                    number.detail = Some(format!(
+                        "{}: missing or empty, but the number was handed out",
+                        path.display()
+                    ));
+                }
+                Ok(None) => {}
+                Ok(Some(record)) => {
+                    number.mark_unix_ms = Some(record.mark);
+                    number.holder = record.holder;
+                    let named = record.datacenter == Some(datacenter)
+                        && record.worker == Some(worker)
+                        && FileIdentity::of_path(&path).ok() == record.file;
+                    if !named && !held {
+                        number.state = NumberState::Missing;
+                        number.detail = Some(format!(
+                            "{}: not the record its holder wrote (replaced, copied or \
+                             renamed); its mark is not trusted",
+                            path.display()
+                        ));
+                    }
+                }
+            }
+            numbers.push(number);
+        }
+        Ok(numbers)
+    }
+
+    fn acquire_as(&self, range: &WorkerRange, holder: &str) -> Result<Box<dyn Claim>, Error> {
         self.check_dir()?;
         // The roster's lock serialises acquires on this host, so nobody reads it half
         // written. A number goes on the roster before its claim is handed out, so before any
@@ -598,6 +664,7 @@ impl LeaseStore for FileStore {
                 liveness: Some(liveness),
                 previous,
                 unknown,
+                holder: holder.to_string(),
             }));
         }
         Err(Error::LeaseRangeFull {
@@ -767,27 +834,40 @@ impl Liveness {
 /// and process ID, with a checksum of all of them.
 ///
 /// `idgen-lease v2 dc=<D> worker=<W> file=<device>:<inode> mark=<unix ms> pid=<pid>
-/// check=<16 hex digits>\n`, numbers at fixed widths; an empty file is a number never
-/// held. Records of version 1 (`mark` and `pid` only) still parse, as not naming their file.
+/// [holder=<hex of the holder's name>] check=<16 hex digits>\n`, numbers at fixed widths;
+/// an empty file is a number never held. Records of version 1 (`mark` and `pid` only)
+/// still parse, as not naming their file. Fields are found by name, so a reader that does
+/// not know `holder` (the version before it) reads the record as before.
 #[derive(Debug, PartialEq, Eq)]
 struct Record {
     datacenter: Option<u64>,
     worker: Option<u64>,
     file: Option<FileIdentity>,
     mark: u64,
+    holder: Option<String>,
 }
 
 impl Record {
     const V1: &'static str = "idgen-lease v1 ";
     const V2: &'static str = "idgen-lease v2 ";
 
-    fn format(datacenter: u64, worker: u64, file: FileIdentity, mark: u64, pid: u32) -> String {
-        // A fixed width, so every record of a file has the same length.
-        let body = format!(
+    fn format(
+        datacenter: u64,
+        worker: u64,
+        file: FileIdentity,
+        mark: u64,
+        pid: u32,
+        holder: &str,
+    ) -> String {
+        let mut body = format!(
             "dc={datacenter:020} worker={worker:020} file={:020}:{:020} mark={mark:020} \
              pid={pid:010}",
             file.device, file.inode
         );
+        if !holder.is_empty() {
+            body += " holder=";
+            body.extend(holder.bytes().map(|byte| format!("{byte:02x}")));
+        }
         format!("{}{body} check={:016x}\n", Record::V2, checksum(&body))
     }
 
@@ -830,6 +910,7 @@ impl Record {
                 worker: None,
                 file: None,
                 mark,
+                holder: None,
             }));
         }
         let unreadable = || "the record's number or file is unreadable".to_string();
@@ -844,8 +925,21 @@ impl Record {
                 inode: number(inode).ok_or_else(unreadable)?,
             }),
             mark,
+            holder: field("holder").and_then(unhex),
         }))
     }
+}
+
+/// The holder name written as hex; `None` for anything else.
+fn unhex(hex: &str) -> Option<String> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
 }
 
 /// FNV-1a, 64 bits: catches torn and hand-edited records; not a defence against forgery.
@@ -870,6 +964,8 @@ struct FileClaim {
     liveness: Option<Liveness>,
     previous: Option<u64>,
     unknown: bool,
+    /// The holder's name, written into the record for the fleet view.
+    holder: String,
 }
 
 impl FileClaim {
@@ -897,6 +993,7 @@ impl FileClaim {
             self.identity,
             mark_unix_ms,
             std::process::id(),
+            &self.holder,
         );
         let mut file = file;
         file.seek(SeekFrom::Start(0))?;
@@ -985,23 +1082,55 @@ mod tests {
             device: 2049,
             inode: 123_456,
         };
-        let text = Record::format(1, 7, file, 1_764_000_000_123, 4242);
-        assert_eq!(text.len(), Record::format(0, 0, file, 0, 0).len());
+        let text = Record::format(1, 7, file, 1_764_000_000_123, 4242, "");
+        assert_eq!(text.len(), Record::format(0, 0, file, 0, 0, "").len());
         assert_eq!(
             Record::parse(&text),
             Ok(Some(Record {
                 datacenter: Some(1),
                 worker: Some(7),
                 file: Some(file),
-                mark: 1_764_000_000_123
+                mark: 1_764_000_000_123,
+                holder: None,
             }))
         );
+        let named = Record::format(1, 7, file, 1_764_000_000_123, 4242, "billing 7f9c ünï");
+        let record = Record::parse(&named).unwrap().unwrap();
+        assert_eq!(record.holder.as_deref(), Some("billing 7f9c ünï"));
+        assert_eq!(record.mark, 1_764_000_000_123);
         assert_eq!(Record::parse(""), Ok(None));
         let tampered = text.replace("1764000000123", "1764000000124");
         assert!(Record::parse(&tampered).unwrap_err().contains("checksum"));
         assert!(Record::parse(&text[..text.len() - 5]).is_err());
         assert!(Record::parse("garbage\n").is_err());
         assert!(Record::parse("\0\0\0\0").is_err());
+    }
+
+    /// The version before this one found fields by name and checked the whole body's
+    /// checksum, so a record with a holder reads there as the same mark: held, not corrupt.
+    /// What that version checked: the prefix, the checksum over the whole body, the mark
+    /// found by name.
+    #[test]
+    fn a_record_with_a_holder_reads_in_the_version_before_as_the_same_mark() {
+        fn previous_parse(text: &str) -> Option<u64> {
+            let line = text.strip_suffix('\n')?;
+            let line = line.strip_prefix(Record::V2)?;
+            let (body, check) = line.rsplit_once(" check=")?;
+            if check.len() != 16 || u64::from_str_radix(check, 16) != Ok(checksum(body)) {
+                return None;
+            }
+            let field = |name: &str| -> Option<&str> {
+                body.split(' ')
+                    .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+            };
+            field("mark")?.parse().ok()
+        }
+        let file = FileIdentity {
+            device: 1,
+            inode: 2,
+        };
+        let named = Record::format(0, 3, file, 1_764_000_000_999, 7, "svc a");
+        assert_eq!(previous_parse(&named), Some(1_764_000_000_999));
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub(super) fn take_number<C: Clock>(
     range: &WorkerRange,
     clock: &C,
     timing: &Timing,
+    holder: &str,
 ) -> Result<(Box<dyn Claim>, Option<u64>), Error> {
     // How long until a mark passes, on the clock now.
     let wait_ms = |previous: Option<u64>| {
@@ -41,7 +42,7 @@ pub(super) fn take_number<C: Clock>(
         if ahead.len() as u64 >= numbers {
             break None;
         }
-        let claim = match store.acquire(range) {
+        let claim = match store.acquire_as(range, holder) {
             Ok(claim) => claim,
             Err(Error::LeaseRangeFull { .. }) if !ahead.is_empty() => break None,
             Err(error) => break Some(Err(error)),
@@ -152,6 +153,8 @@ pub(super) struct Keeper<C: Clock> {
     pub(super) store: Arc<dyn LeaseStore>,
     pub(super) range: WorkerRange,
     pub(super) timing: Timing,
+    /// The name recorded with each claim, for the fleet view.
+    pub(super) holder: String,
     pub(super) claim: Mutex<Option<Box<dyn Claim>>>,
     pub(super) marks: Marks,
     pub(super) counters: Counters,
@@ -366,6 +369,7 @@ impl<C: Clock> Keeper<C> {
             &self.range,
             self.generator.clock(),
             &self.timing,
+            &self.holder,
         ) {
             Ok(taken) => taken,
             Err(error) => return failed(error),
@@ -479,6 +483,14 @@ const RETRY_FIRST: Duration = Duration::from_millis(50);
 /// The longest wait between retries: once the store is back, a holder finds out within
 /// about this long (plus one request), however long the outage was.
 const RETRY_MAX: Duration = Duration::from_secs(1);
+
+/// The holder name of a process that gives none: its process ID and host.
+pub(super) fn default_holder() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_string())
+        .unwrap_or_else(|_| "unknown host".to_string());
+    format!("pid {} on {host}", std::process::id())
+}
 
 pub(super) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)

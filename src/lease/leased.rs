@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::generator::{Builder, Generator};
 use crate::sync::{Arc, AtomicU64};
 
-use super::keeper::{Counters, Keeper, Marks, lock, millis, take_number};
+use super::keeper::{Counters, Keeper, Marks, default_holder, lock, millis, take_number};
 use super::{LeaseStore, WorkerRange};
 
 /// Where a leased generator stands, in [`LeaseStats::state`].
@@ -136,6 +136,7 @@ pub struct LeasedBuilder<C> {
     margin: Option<Duration>,
     startup_wait: Option<Duration>,
     horizon: Option<Duration>,
+    holder: Option<String>,
 }
 
 impl LeasedGenerator<DefaultClock> {
@@ -154,6 +155,7 @@ impl LeasedGenerator<DefaultClock> {
             margin: None,
             startup_wait: None,
             horizon: None,
+            holder: None,
         }
     }
 }
@@ -169,6 +171,7 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
             margin: self.margin,
             startup_wait: self.startup_wait,
             horizon: self.horizon,
+            holder: self.holder,
         }
     }
 
@@ -185,6 +188,13 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
     /// clock-rate differences between this host and the store.
     pub fn safety_margin(mut self, margin: Duration) -> Self {
         self.margin = Some(margin);
+        self
+    }
+
+    /// A name for operators, recorded with the claim where the store keeps one and shown by
+    /// [`LeaseStore::survey`] (`idgen leases`). Default: `pid <pid> on <host>`.
+    pub fn holder(mut self, name: impl Into<String>) -> Self {
+        self.holder = Some(name.into());
         self
     }
 
@@ -227,7 +237,9 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         let (generator_builder, clock, layout) = self.generator.resolved_parts();
         self.range.check(&layout)?;
         let sent_unix_ms = clock.now_unix_ms();
-        let (mut claim, previous) = take_number(&*self.store, &self.range, &clock, &timing)?;
+        let holder = self.holder.clone().unwrap_or_else(default_holder);
+        let (mut claim, previous) =
+            take_number(&*self.store, &self.range, &clock, &timing, &holder)?;
         let mark = sent_unix_ms
             .saturating_add(millis(timing.horizon))
             .max(previous.unwrap_or(0));
@@ -254,6 +266,7 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
             store: self.store,
             range: self.range,
             timing,
+            holder,
             claim: Mutex::new(None),
             marks: Marks {
                 written_unix_ms: AtomicU64::new(mark),

@@ -37,4 +37,4 @@ pub use file::{
 };
 pub use leased::{LeaseState, LeaseStats, LeasedBuilder, LeasedGenerator};
 pub use range::WorkerRange;
-pub use store::{Claim, LeaseStore};
+pub use store::{Claim, LeaseStore, NumberRecord, NumberState};

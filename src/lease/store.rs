@@ -28,6 +28,80 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
     /// record that can be trusted. Fails with [`Error::LeaseRangeFull`] when there is none,
     /// and with [`Error::LeaseStore`] when the store cannot be reached.
     fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error>;
+
+    /// As [`LeaseStore::acquire`], recording `holder` (a name for operators) with the
+    /// claim where the store can, for [`LeaseStore::survey`]. Default: `acquire`.
+    fn acquire_as(&self, range: &WorkerRange, holder: &str) -> Result<Box<dyn Claim>, Error> {
+        let _ = holder;
+        self.acquire(range)
+    }
+
+    /// What the store knows of each number of `range`, read without taking any: the fleet
+    /// view. Default: an error saying this store cannot list its numbers.
+    fn survey(&self, range: &WorkerRange) -> Result<Vec<NumberRecord>, Error> {
+        Err(Error::LeaseStore {
+            reason: format!("{self:?} cannot list the numbers of {range}"),
+        })
+    }
+}
+
+/// One number as [`LeaseStore::survey`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NumberRecord {
+    /// The datacenter.
+    pub datacenter: u64,
+    /// The worker number.
+    pub worker: u64,
+    /// Free, held, or not to be trusted.
+    pub state: NumberState,
+    /// The name its holder gave, if the store keeps one.
+    pub holder: Option<String>,
+    /// The last mark written, if readable: no later holder issues an ID dated at or before
+    /// it.
+    pub mark_unix_ms: Option<u64>,
+    /// What is wrong with a corrupt or missing record, or anything else worth knowing.
+    pub detail: Option<String>,
+}
+
+impl NumberRecord {
+    /// A free number with nothing recorded.
+    pub fn new(datacenter: u64, worker: u64) -> NumberRecord {
+        NumberRecord {
+            datacenter,
+            worker,
+            state: NumberState::Free,
+            holder: None,
+            mark_unix_ms: None,
+            detail: None,
+        }
+    }
+}
+
+/// The state of a number in [`NumberRecord::state`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NumberState {
+    /// No live holder: the next acquire may take it (once its mark has passed).
+    Free,
+    /// A live holder has it.
+    Held,
+    /// Its record or key cannot be read or trusted: never handed out until repaired.
+    Corrupt,
+    /// Its record or mark was deleted or replaced: its next holder waits a horizon.
+    Missing,
+}
+
+impl NumberState {
+    /// `free`, `held`, `corrupt` or `missing`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NumberState::Free => "free",
+            NumberState::Held => "held",
+            NumberState::Corrupt => "corrupt",
+            NumberState::Missing => "missing",
+        }
+    }
 }
 
 /// A boxed store is a store, so one can be chosen at run time (`Box<dyn LeaseStore>`).
@@ -42,6 +116,14 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Box<S> {
 
     fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
         (**self).acquire(range)
+    }
+
+    fn acquire_as(&self, range: &WorkerRange, holder: &str) -> Result<Box<dyn Claim>, Error> {
+        (**self).acquire_as(range, holder)
+    }
+
+    fn survey(&self, range: &WorkerRange) -> Result<Vec<NumberRecord>, Error> {
+        (**self).survey(range)
     }
 }
 
@@ -58,6 +140,14 @@ impl<S: LeaseStore + ?Sized> LeaseStore for std::sync::Arc<S> {
 
     fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
         (**self).acquire(range)
+    }
+
+    fn acquire_as(&self, range: &WorkerRange, holder: &str) -> Result<Box<dyn Claim>, Error> {
+        (**self).acquire_as(range, holder)
+    }
+
+    fn survey(&self, range: &WorkerRange) -> Result<Vec<NumberRecord>, Error> {
+        (**self).survey(range)
     }
 }
 
