@@ -540,12 +540,33 @@ fn a_number_touched_after_the_lease_ran_out_is_lost_not_taken_back() {
     a.renew(now + 2_000).unwrap();
     thread::sleep(Duration::from_millis(3_500));
     let mut b = store.acquire(&range("0-0")).unwrap();
-    b.release(now + 2_000).unwrap();
+    b.renew(now + 3_000).unwrap();
+    b.release(now + 3_000).unwrap();
     let error = a.renew(now + 5_000).unwrap_err();
     assert!(matches!(error, Error::LeaseLost { .. }), "{error:?}");
     // The number is free, with B's mark.
     let c = store.acquire(&range("0-0")).unwrap();
-    assert_eq!(c.previous_mark_unix_ms(), Some(now + 2_000));
+    assert_eq!(c.previous_mark_unix_ms(), Some(now + 3_000));
+}
+
+#[test]
+fn a_number_only_looked_at_after_the_lease_ran_out_is_still_taken_back() {
+    // After an outage, another process scans the range: it takes A's number, finds its
+    // mark ahead, and gives it back without using it. That must not cost A its number.
+    let namespace = namespace("looked-at");
+    let a_store = store(&endpoints(), &namespace);
+    let mut a = a_store.acquire(&range("0-0")).unwrap();
+    let now = idgen::SystemClock.now_unix_ms();
+    a.renew(now + 60_000).unwrap();
+    thread::sleep(Duration::from_millis(3_500));
+    let error = LeasedGenerator::builder(store(&endpoints(), &namespace), range("0-0"))
+        .outage_horizon(Duration::from_secs(2))
+        .startup_wait(Duration::from_millis(100))
+        .acquire()
+        .unwrap_err();
+    assert!(matches!(error, Error::ClockBehindMark { .. }), "{error:?}");
+    a.renew(now + 61_000).unwrap();
+    a.release(now).unwrap();
 }
 
 #[test]

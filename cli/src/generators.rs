@@ -82,11 +82,17 @@ impl LeaseApi {
             } = entry
                 && renewed.elapsed() > ttl
             {
+                // A renewal in progress holds the lease's lock: its client is alive.
+                let Ok(mut held) = lease.try_lock() else {
+                    continue;
+                };
                 eprintln!(
                     "idgen: the lease API's lease held by {holder:?} was not renewed within \
                      {ttl:?}; its number goes back to the store"
                 );
-                expired.push(Arc::clone(lease));
+                // Dropped, not released: the last mark written stands.
+                expired.push(held.take());
+                drop(held);
                 *entry = Entry::Ended {
                     why: "expired: it was not renewed within the TTL",
                     at: Instant::now(),
@@ -94,10 +100,7 @@ impl LeaseApi {
             }
         }
         drop(leases);
-        for lease in expired {
-            // Dropped, not released: the last mark written stands.
-            drop(lock(&lease).take());
-        }
+        drop(expired);
     }
 
     /// How many leases are held now.
@@ -231,15 +234,24 @@ async fn lease_inner(
                 api.source.horizon,
                 &SystemClock,
             )
+            .map(|lease| Undelivered(Some(lease)))
         })
         .await?
     };
-    let lease = taken.map_err(|error| match error {
-        Error::LeaseRangeFull { .. } | Error::ClockBehindMark { .. } => ApiError(
-            StatusCode::CONFLICT,
-            format!("no worker number to lease: {error}"),
-        ),
-        _ => store_unreachable(&error),
+    let lease = taken
+        .map(Undelivered::deliver)
+        .map_err(|error| match error {
+            Error::LeaseRangeFull { .. } | Error::ClockBehindMark { .. } => ApiError(
+                StatusCode::CONFLICT,
+                format!("no worker number to lease: {error}"),
+            ),
+            _ => store_unreachable(&error),
+        })?;
+    let lease = lease.ok_or_else(|| {
+        ApiError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the lease was lost on its way".into(),
+        )
     })?;
     let terms = lease.terms();
     let lease_id = new_lease_id();
@@ -252,6 +264,28 @@ async fn lease_inner(
         },
     );
     Ok(axum::Json(terms_json(&lease_id, &terms, &api.layout)).into_response())
+}
+
+/// A lease not yet handed to its client. If the request goes away first (the client hung
+/// up), nothing can have been issued on it, so it is released with the previous holder's
+/// mark: the number is free again at once instead of blocked for a horizon.
+struct Undelivered(Option<ExternalLease>);
+
+impl Undelivered {
+    fn deliver(mut self) -> Option<ExternalLease> {
+        self.0.take()
+    }
+}
+
+impl Drop for Undelivered {
+    fn drop(&mut self) {
+        if let Some(lease) = self.0.take() {
+            let previous = lease.terms().resume_after_unix_ms;
+            if let Err(error) = lease.release(Some(previous)) {
+                eprintln!("idgen: giving back a lease nobody received failed: {error}");
+            }
+        }
+    }
 }
 
 /// `holder`: 1 to 128 characters, none of them a control character.
@@ -300,6 +334,11 @@ async fn renew_inner(
     let api = authorised(api, &headers)?;
     let UrlPath(lease_id) = lease_id.map_err(|rejection| ApiError::bad(rejection.body_text()))?;
     let lease = held(&api, &lease_id)?;
+    // The client is alive, whether or not the store answers: during a store outage its
+    // lease is kept (and taken back afterwards), not expired.
+    if let Some(Entry::Held { renewed, .. }) = api.leases().get_mut(&lease_id) {
+        *renewed = Instant::now();
+    }
     let renewed = {
         let lease = Arc::clone(&lease);
         off_runtime(move || lock(&lease).as_mut().map(|held| held.renew(&SystemClock))).await?
@@ -308,8 +347,10 @@ async fn renew_inner(
         // Expired or released while this request waited for the lock.
         None => Err(gone(&api, &lease_id)),
         Some(Ok(terms)) => {
-            if let Some(Entry::Held { renewed, .. }) = api.leases().get_mut(&lease_id) {
-                *renewed = Instant::now();
+            let still_held = matches!(api.leases().get(&lease_id), Some(Entry::Held { .. }));
+            if !still_held {
+                // Released or expired while this renewal ran.
+                return Err(gone(&api, &lease_id));
             }
             Ok(axum::Json(terms_json(&lease_id, &terms, &api.layout)).into_response())
         }
@@ -465,6 +506,8 @@ fn terms_json(lease_id: &str, terms: &ExternalTerms, layout: &Layout) -> Value {
         "resumeAfterMs": terms.resume_after_unix_ms,
         "validUntilMs": terms.valid_until_unix_ms,
         "renewEveryMs": terms.renew_every.as_millis() as u64,
+        // So a client can see how far its clock is from the one that wrote the marks.
+        "serverNowMs": idgen::Clock::now_unix_ms(&SystemClock),
         "layout": layout_json(layout),
     })
 }

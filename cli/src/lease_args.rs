@@ -268,6 +268,11 @@ pub struct InitArgs {
     /// The layout of the processes that use the store: etcd gets a mark for every number.
     #[command(flatten)]
     layout: LayoutArgs,
+    /// How far ahead etcd marks are written where none exists (default: 3m; at least the
+    /// TTL): a holder cut off from etcd while its namespace was wiped may go on issuing
+    /// that long. For a namespace known to be new, the TTL is enough.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    outage_horizon: Option<Duration>,
 }
 
 impl InitArgs {
@@ -275,7 +280,13 @@ impl InitArgs {
         let layout = self.layout.layout()?;
         let store = self.store;
         if let Some(endpoints) = &store.etcd {
-            return init_etcd(endpoints, &store.namespace, store.lease_ttl, &layout);
+            return init_etcd(
+                endpoints,
+                &store.namespace,
+                store.lease_ttl,
+                self.outage_horizon,
+                &layout,
+            );
         }
         let dir = match store.lease_dir {
             Some(dir) => dir,
@@ -300,9 +311,19 @@ fn init_etcd(
     endpoints: &str,
     namespace: &str,
     ttl: Option<Duration>,
+    horizon: Option<Duration>,
     layout: &Layout,
 ) -> Result<(), Failure> {
-    let store = connect_etcd(endpoints, namespace, ttl)?;
+    let mut store = connect_etcd(endpoints, namespace, ttl)?;
+    if let Some(horizon) = horizon {
+        if horizon < store.ttl() {
+            return Err(Failure::input(format!(
+                "--outage-horizon {horizon:?} is below the TTL of {:?}",
+                store.ttl()
+            )));
+        }
+        store = store.with_outage_horizon(horizon);
+    }
     let now = idgen::Clock::now_unix_ms(&idgen::SystemClock);
     let written = store
         .init(0..=layout.max_datacenter(), 0..=layout.max_worker(), now)
@@ -316,6 +337,7 @@ fn init_etcd(
     _endpoints: &str,
     _namespace: &str,
     _ttl: Option<Duration>,
+    _horizon: Option<Duration>,
     _layout: &Layout,
 ) -> Result<(), Failure> {
     etcd_store("", "", None).map(|_| ())

@@ -117,6 +117,9 @@ fn initialised_namespace(test: &str) -> String {
         &namespace,
         "--lease-ttl",
         "2s",
+        // A new namespace: marks a TTL ahead are enough.
+        "--outage-horizon",
+        "2s",
     ]);
     assert!(status.success(), "{stderr}");
     namespace

@@ -182,7 +182,7 @@ mod etcd {
         assert_eq!(status.code(), Some(1), "{stderr}");
         assert!(stderr.contains("is not initialised"), "{stderr}");
         assert!(stderr.contains("idgen leases init --etcd"), "{stderr}");
-        let mut init = vec!["leases", "init"];
+        let mut init = vec!["leases", "init", "--outage-horizon", "2s"];
         init.extend(etcd);
         let (status, stdout, stderr) = idgen(&init);
         assert!(status.success(), "{stderr}");

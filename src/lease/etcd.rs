@@ -44,6 +44,7 @@ pub struct EtcdStore {
     connection: Arc<Connection>,
     prefix: String,
     ttl: Duration,
+    outage_horizon: Duration,
 }
 
 /// The client and the runtime its connection lives on, shared by the store and its claims.
@@ -123,6 +124,7 @@ impl EtcdStore {
             }),
             prefix,
             ttl: ETCD_DEFAULT_TTL,
+            outage_horizon: ETCD_DEFAULT_OUTAGE_HORIZON,
         })
     }
 
@@ -142,27 +144,36 @@ impl EtcdStore {
         Ok(self)
     }
 
+    /// Sets the store's outage horizon: the default of the leased generators built on it,
+    /// and how far ahead [`EtcdStore::init`] writes the marks it creates (default
+    /// [`ETCD_DEFAULT_OUTAGE_HORIZON`]; never below the TTL).
+    pub fn with_outage_horizon(mut self, horizon: Duration) -> EtcdStore {
+        self.outage_horizon = horizon;
+        self
+    }
+
     /// Initialises the namespace for `idgen leases init`: writes a mark for every number of
     /// `datacenters` × `workers` that has none (marks that exist are kept), then the
     /// namespace's `store` key. Returns how many marks were written.
     ///
     /// A missing mark may have been deleted with its holder's history (a wiped namespace
-    /// looks like a new one), so the mark written is `now_unix_ms` plus the store's TTL: a
-    /// number taken within a TTL of `init` waits until then, and one taken later does not
-    /// wait at all. From then on a missing mark means a deleted one, and the number's next
-    /// holder waits a TTL; a namespace without its `store` key (never initialised, or wiped
-    /// with `etcdctl del --prefix`) is refused with [`Error::LeaseStoreUninitialised`].
-    /// Running it again is harmless. Running it on a wiped namespace while old holders
-    /// still run is safe too: each number's lease ID keeps it from a second holder until
-    /// the first has stopped.
+    /// looks like a new one), and that holder may be cut off from etcd and still issuing up
+    /// to its own mark, an outage horizon ahead. So the mark written is `now_unix_ms` plus
+    /// the store's outage horizon (at least its TTL): a number taken within that of `init`
+    /// waits until then, and one taken later does not wait at all. A namespace known to be
+    /// new can be initialised with a horizon equal to the TTL. From then on a missing mark
+    /// means a deleted one, and the number's next holder waits a horizon; a namespace
+    /// without its `store` key (never initialised, or wiped with `etcdctl del --prefix`) is
+    /// refused with [`Error::LeaseStoreUninitialised`]. Running it again is harmless.
     pub fn init(
         &self,
         datacenters: RangeInclusive<u64>,
         workers: RangeInclusive<u64>,
         now_unix_ms: u64,
     ) -> Result<u64, Error> {
+        let ahead = self.default_outage_horizon();
         let mark = now_unix_ms
-            .saturating_add(u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX))
+            .saturating_add(u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX))
             .to_string();
         let mut client = self.connection.client.clone();
         let mut written = 0;
@@ -238,7 +249,7 @@ impl EtcdStore {
 
 impl LeaseStore for EtcdStore {
     fn default_outage_horizon(&self) -> Duration {
-        ETCD_DEFAULT_OUTAGE_HORIZON.max(self.ttl)
+        self.outage_horizon.max(self.ttl)
     }
 
     fn ttl(&self) -> Duration {
@@ -448,7 +459,7 @@ impl LeaseStore for EtcdStore {
                 None => {
                     log::warn!(
                         "idgen: etcd key {mark_key} is missing (deleted?); the next holder of \
-                         worker {worker} waits a TTL for any earlier holder to stop"
+                         worker {worker} waits an outage horizon for any earlier holder to stop"
                     );
                     (None, true)
                 }
@@ -581,7 +592,24 @@ impl EtcdClaim {
         let options = LeaseGrantOptions::new().with_id(claim.lease);
         match timed(client.lease_grant(ttl_secs, Some(options))).await {
             Ok(_) => {}
-            Err(reason) if reason.contains("lease already exists") => return Ok(None),
+            Err(reason) if reason.contains("lease already exists") => {
+                // Another process holds the number's lease: it took the number, or it is
+                // only looking at it (a scan for a free number gives back what it does not
+                // keep, without writing). Lost only once it wrote a mark.
+                let got = timed(client.get(claim.mark_key.as_str(), None)).await?;
+                let unchanged = got
+                    .kvs()
+                    .first()
+                    .is_some_and(|kv| kv.mod_revision() == mark_revision);
+                if unchanged {
+                    return Err(format!(
+                        "{}: another process holds the number's lease but has written no \
+                         mark yet; retrying",
+                        claim.holder
+                    ));
+                }
+                return Ok(None);
+            }
             Err(reason) => return Err(reason),
         }
         let txn = Txn::new()
@@ -733,7 +761,22 @@ impl Claim for EtcdClaim {
         };
         let mut client = self.connection.client.clone();
         let ours = self.ours(lease);
+        let (wrote, previous) = (self.mark_revision != 0, self.previous.unwrap_or(0));
         self.connection.run(async move {
+            if !wrote && mark_unix_ms <= previous {
+                // Never used (a number looked at and given back): the mark stays exactly as
+                // it was, so a holder cut off from etcd can still take its number back.
+                let txn = Txn::new()
+                    .when(vec![
+                        Compare::value(ours.holder.as_str(), CompareOp::Equal, ours.token.as_str()),
+                        Compare::lease(ours.holder.as_str(), CompareOp::Equal, ours.lease),
+                    ])
+                    .and_then(vec![TxnOp::delete(ours.holder.as_str(), None)]);
+                if timed(client.txn(txn)).await?.succeeded() {
+                    timed(client.lease_revoke(lease)).await?;
+                }
+                return Ok(());
+            }
             // Revoke only a lease proven ours: the number's lease ID may have passed to a
             // successor after ours ran out.
             if EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, true)

@@ -41,7 +41,7 @@ const ROSTER: &str = "store.idgen";
 /// - **The roster**, `store.idgen`, lists every number ever handed out. A record that is
 ///   missing, empty, or not the file its holder wrote (replaced, copied or renamed) for a
 ///   number on the roster means the number's history is lost: the claim says so
-///   ([`Claim::previous_mark_unknown`]) and the next holder waits a TTL past the moment it
+///   ([`Claim::previous_mark_unknown`]) and the next holder waits an outage horizon past the moment it
 ///   took the number, after which every earlier holder has stopped. A directory without a
 ///   roster is refused ([`Error::LeaseStoreUninitialised`]) until `idgen leases init`
 ///   ([`FileStore::init`]) writes one; [`FileStore::open`] writes it when it creates the
@@ -148,7 +148,7 @@ impl FileStore {
     /// Initialises the store in `dir` for `idgen leases init`: creates the directory if
     /// missing, and writes a roster if there is none or it cannot be trusted. A roster
     /// written here lists every number as handed out before, since nothing tells which
-    /// were: a number whose record is missing then waits a TTL once. Returns whether a
+    /// were: a number whose record is missing then waits an outage horizon once. Returns whether a
     /// roster was written (`false`: the store was initialised already).
     pub fn init(dir: impl AsRef<Path>) -> Result<bool, Error> {
         let dir = dir.as_ref();
@@ -620,7 +620,7 @@ impl LeaseStore for FileStore {
                     if handed_out {
                         log::warn!(
                             "idgen: the record of worker {worker} of datacenter {datacenter} \
-                             was deleted or emptied; its next holder waits a TTL for any \
+                             was deleted or emptied; its next holder waits an outage horizon for any \
                              earlier holder to stop"
                         );
                     }

@@ -167,11 +167,11 @@ pub trait Claim: Send + fmt::Debug {
     /// Whether the store has lost what it knew of this number's earlier holders: its record
     /// or mark was deleted, emptied, re-created or replaced, so
     /// [`Claim::previous_mark_unix_ms`] is at best a lower bound. A leased generator then
-    /// takes the previous mark to be one TTL after it took the number: any earlier holder,
-    /// even one still running, has stopped issuing by then (it renews within a TTL, finds
-    /// the number gone, and its IDs are dated at or before its last mark), on clocks that
-    /// agree within the TTL: a predecessor whose clock ran further ahead may have dated IDs
-    /// later, and only its deleted mark knew. Default: `false`.
+    /// takes the previous mark to be one outage horizon after it took the number: every
+    /// earlier holder's IDs are dated at or before its last mark, written at most a horizon
+    /// after its last renewal, before now; on clocks that agree within the time between
+    /// that renewal and now (see `docs/leases.md`, "Uniqueness follows from the mark
+    /// alone"). Default: `false`.
     fn previous_mark_unknown(&self) -> bool {
         false
     }
