@@ -66,9 +66,54 @@ fn thread_slot() -> u32 {
 /// ```
 pub struct ShardedGenerator<C: Clock = DefaultClock> {
     shards: Box<[CachePadded<Generator<C>>]>,
+    pins: Pins,
+}
+
+/// Which shard a thread is pinned to, for one set of `len` shards: shared by
+/// [`ShardedGenerator`] and the leased sharded generator.
+#[derive(Debug)]
+pub(crate) struct Pins {
     instance: u64,
-    /// Lemire's multiplier for `slot % shards.len()` without a division on the hot path.
+    len: usize,
+    /// Lemire's multiplier for `slot % len` without a division on the hot path.
     fastmod_multiplier: u64,
+}
+
+impl Pins {
+    /// Pins for `len` (at least 1) shards.
+    pub(crate) fn new(len: usize) -> Pins {
+        Pins {
+            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+            len,
+            fastmod_multiplier: (u64::MAX / len as u64).wrapping_add(1),
+        }
+    }
+
+    /// This thread's shard.
+    #[inline]
+    pub(crate) fn index(&self) -> usize {
+        let (instance, index) = LAST_SHARD.get();
+        if instance == self.instance {
+            index
+        } else {
+            self.pin_thread()
+        }
+    }
+
+    /// Works out this thread's shard and caches it for the next calls.
+    #[cold]
+    fn pin_thread(&self) -> usize {
+        let index = self.shard_index(thread_slot());
+        LAST_SHARD.set((self.instance, index));
+        index
+    }
+
+    /// `slot % len` by multiplication (Lemire, "Faster remainder by direct computation").
+    #[inline]
+    fn shard_index(&self, slot: u32) -> usize {
+        let low = self.fastmod_multiplier.wrapping_mul(u64::from(slot));
+        ((u128::from(low) * self.len as u128) >> 64) as usize
+    }
 }
 
 /// Configures and builds a [`ShardedGenerator`]; start from [`ShardedGenerator::builder`].
@@ -184,11 +229,9 @@ impl<C: Clock + Clone> ShardedBuilder<C> {
                     .map(CachePadded::new)
             })
             .collect::<Result<_, _>>()?;
-        let fastmod_multiplier = (u64::MAX / shards.len() as u64).wrapping_add(1);
         Ok(ShardedGenerator {
+            pins: Pins::new(shards.len()),
             shards,
-            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
-            fastmod_multiplier,
         })
     }
 }
@@ -197,28 +240,7 @@ impl<C: Clock> ShardedGenerator<C> {
     /// The shard this thread is pinned to.
     #[inline]
     pub fn shard(&self) -> &Generator<C> {
-        let (instance, index) = LAST_SHARD.get();
-        let index = if instance == self.instance {
-            index
-        } else {
-            self.pin_thread()
-        };
-        &self.shards[index]
-    }
-
-    /// Works out this thread's shard and caches it for the next calls.
-    #[cold]
-    fn pin_thread(&self) -> usize {
-        let index = self.shard_index(thread_slot());
-        LAST_SHARD.set((self.instance, index));
-        index
-    }
-
-    /// `slot % shards` by multiplication (Lemire, "Faster remainder by direct computation").
-    #[inline]
-    fn shard_index(&self, slot: u32) -> usize {
-        let low = self.fastmod_multiplier.wrapping_mul(u64::from(slot));
-        ((u128::from(low) * self.shards.len() as u128) >> 64) as usize
+        &self.shards[self.pins.index()]
     }
 
     /// The next ID from this thread's shard; see [`Generator::next_id`].

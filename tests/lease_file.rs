@@ -808,3 +808,38 @@ fn a_release_while_the_keeper_waits_for_a_mark_returns_at_once() {
         started.elapsed()
     );
 }
+
+#[test]
+fn a_shard_whose_number_is_lost_takes_another_while_the_others_keep_theirs() {
+    let dir = new_store_dir("sharded-lost");
+    let fault = Arc::new(Mutex::new(Fault::None));
+    let store = Faulty {
+        inner: FileStore::open(&dir).unwrap(),
+        fault: Arc::clone(&fault),
+    };
+    let sharded = LeasedGenerator::builder(store, range("0-7"))
+        .renew_every(Duration::from_millis(20))
+        .acquire_sharded(2)
+        .unwrap();
+    let before: Vec<u64> = sharded.shards().map(|shard| shard.worker()).collect();
+    let last = sharded.next_id().unwrap();
+    *fault.lock().unwrap() = Fault::LoseOnce;
+    wait_for("a reacquisition", || {
+        sharded.lease_stats().iter().any(|s| s.reacquisitions == 1)
+            && sharded
+                .lease_stats()
+                .iter()
+                .all(|s| s.state == LeaseState::Valid)
+    });
+    let after: Vec<u64> = sharded.shards().map(|shard| shard.worker()).collect();
+    let changed = before.iter().zip(&after).filter(|(b, a)| b != a).count();
+    assert_eq!(changed, 1, "{before:?} -> {after:?}");
+    assert!(
+        after
+            .iter()
+            .all(|w| !before.contains(w) || after.contains(w))
+    );
+    // This thread's IDs still increase, whichever shard it is on.
+    assert!(sharded.next_id().unwrap() > last);
+    sharded.release().unwrap();
+}

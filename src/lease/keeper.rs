@@ -1,6 +1,7 @@
 //! Taking a number from the store, and keeping it: renewals, retries, reacquiring after a
 //! loss, releasing.
 
+use std::cell::Cell;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -158,8 +159,83 @@ pub(super) struct Keeper<C: Clock> {
     pub(super) claim: Mutex<Option<Box<dyn Claim>>>,
     pub(super) marks: Marks,
     pub(super) counters: Counters,
-    pub(super) stop: Mutex<bool>,
-    pub(super) wake: Condvar,
+    /// Shared by every number the one keeper thread keeps.
+    pub(super) control: Arc<Control>,
+}
+
+/// Stops the keeper thread, and wakes it to notice.
+#[derive(Default)]
+pub(super) struct Control {
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Control {
+    pub(super) fn stopped(&self) -> bool {
+        *lock(&self.stop)
+    }
+
+    pub(super) fn stop(&self) {
+        *lock(&self.stop) = true;
+        self.wake.notify_all();
+    }
+}
+
+/// The keeper thread: renews every number in `keepers` on its own schedule (retrying a
+/// failed one with backoff, taking a new number after a loss) until `control` stops it.
+pub(super) fn keep<C: Clock>(keepers: &[Keeper<C>], control: &Control) {
+    let Some(first) = keepers.first() else {
+        return;
+    };
+    let renew_every = first.timing.renew_every;
+    let next_attempt: Vec<Cell<Instant>> = keepers
+        .iter()
+        .map(|_| Cell::new(Instant::now() + renew_every))
+        .collect();
+    let retry: Vec<Cell<Duration>> = keepers.iter().map(|_| Cell::new(RETRY_FIRST)).collect();
+    // One attempt for number `i` if it is due; `meanwhile` for a reacquire's wait.
+    let attempt = |i: usize, meanwhile: &dyn Fn()| {
+        if Instant::now() < next_attempt[i].get() {
+            return;
+        }
+        if keepers[i].attempt(meanwhile) {
+            retry[i].set(RETRY_FIRST);
+            next_attempt[i].set(Instant::now() + renew_every);
+        } else {
+            next_attempt[i].set(Instant::now() + retry[i].get());
+            retry[i].set((retry[i].get() * 2).min(renew_every).min(RETRY_MAX));
+        }
+    };
+    loop {
+        {
+            let mut stop = lock(&control.stop);
+            loop {
+                if *stop {
+                    return;
+                }
+                let now = Instant::now();
+                let due = next_attempt.iter().map(Cell::get).min().unwrap_or(now);
+                if now >= due {
+                    break;
+                }
+                stop = control
+                    .wake
+                    .wait_timeout(stop, due - now)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        }
+        for i in 0..keepers.len() {
+            // While number `i` waits for a mark, the others held are renewed as they fall
+            // due (never reacquired from inside another's wait).
+            let others = || {
+                for j in (0..keepers.len()).filter(|&j| j != i && !keepers[j].is_lost()) {
+                    attempt(j, &|| {});
+                }
+            };
+            attempt(i, &others);
+        }
+    }
 }
 
 impl<C: Clock> Keeper<C> {
@@ -235,12 +311,15 @@ impl<C: Clock> Keeper<C> {
     /// not fail with a clock-behind error; gives up if that is further than `limit` away.
     /// Renews `claim` with `mark` every renewal interval meanwhile, so that a wait as long
     /// as a TTL never lets the claim's own lease run out (etcd).
+    /// `meanwhile` runs on every turn of the wait: the keeper thread renews the other
+    /// numbers it keeps there, so one number's wait never lets another's lease lapse.
     pub(super) fn wait_past(
         &self,
         previous: Option<u64>,
         limit: Duration,
         claim: &mut dyn Claim,
         mark: u64,
+        meanwhile: &dyn Fn(),
     ) -> Result<(), Error> {
         let Some(previous) = previous else {
             return Ok(());
@@ -265,8 +344,9 @@ impl<C: Clock> Keeper<C> {
                 claim.renew(mark)?;
                 next_renewal = Instant::now() + self.timing.renew_every;
             }
+            meanwhile();
             // A release while the keeper waits here must not wait for the mark.
-            if *lock(&self.stop) {
+            if self.control.stopped() {
                 return Err(Error::LeaseStore {
                     reason: "released while waiting for the previous holder's mark".to_string(),
                 });
@@ -276,40 +356,17 @@ impl<C: Clock> Keeper<C> {
         Ok(())
     }
 
-    pub(super) fn run(&self) {
-        let mut next_attempt = Instant::now() + self.timing.renew_every;
-        let mut retry = RETRY_FIRST;
-        loop {
-            {
-                let mut stop = lock(&self.stop);
-                loop {
-                    if *stop {
-                        return;
-                    }
-                    let now = Instant::now();
-                    if now >= next_attempt {
-                        break;
-                    }
-                    stop = self
-                        .wake
-                        .wait_timeout(stop, next_attempt - now)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
-                }
-            }
-            let succeeded = if self.counters.state.load(Ordering::Relaxed) == STATE_LOST {
-                self.reacquire()
-            } else {
-                self.renew()
-            };
-            if succeeded {
-                retry = RETRY_FIRST;
-                next_attempt = Instant::now() + self.timing.renew_every;
-            } else {
-                next_attempt = Instant::now() + retry;
-                retry = (retry * 2).min(self.timing.renew_every).min(RETRY_MAX);
-            }
+    /// One renewal, or, after a loss, one attempt at a new number.
+    fn attempt(&self, meanwhile: &dyn Fn()) -> bool {
+        if self.counters.state.load(Ordering::Relaxed) == STATE_LOST {
+            self.reacquire(meanwhile)
+        } else {
+            self.renew()
         }
+    }
+
+    fn is_lost(&self) -> bool {
+        self.counters.state.load(Ordering::Relaxed) == STATE_LOST
     }
 
     pub(super) fn renew(&self) -> bool {
@@ -355,7 +412,7 @@ impl<C: Clock> Keeper<C> {
     }
 
     /// Takes a new number after the old one was lost, and moves the generator onto it.
-    pub(super) fn reacquire(&self) -> bool {
+    pub(super) fn reacquire(&self, meanwhile: &dyn Fn()) -> bool {
         let sent_unix_ms = self.generator.clock().now_unix_ms();
         let failed = |error: Error| {
             self.counters
@@ -385,7 +442,15 @@ impl<C: Clock> Keeper<C> {
             .max(own);
         let moved = claim
             .renew(mark)
-            .and_then(|()| self.wait_past(previous, self.timing.startup_wait, &mut *claim, mark))
+            .and_then(|()| {
+                self.wait_past(
+                    previous,
+                    self.timing.startup_wait,
+                    &mut *claim,
+                    mark,
+                    meanwhile,
+                )
+            })
             .and_then(|()| {
                 // Validity counts from after the wait.
                 let sent_unix_ms = self.generator.clock().now_unix_ms();

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::ops::Deref;
-use std::sync::{Condvar, Mutex};
+use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -10,9 +10,12 @@ use crate::DefaultClock;
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::generator::{Builder, Generator};
+use crate::id::Id;
+use crate::layout::IdParts;
+use crate::sharded::Pins;
 use crate::sync::{Arc, AtomicU64};
 
-use super::keeper::{Counters, Keeper, Marks, default_holder, lock, millis, take_number};
+use super::keeper::{Control, Counters, Keeper, Marks, default_holder, keep, millis, take_number};
 use super::{LeaseStore, WorkerRange};
 
 /// Where a leased generator stands, in [`LeaseStats::state`].
@@ -233,22 +236,103 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
     /// Takes the lowest free worker number of the range, writes this holder's mark, waits
     /// for the clock to pass the previous holder's mark, renews, and starts the keeper.
     pub fn acquire(self) -> Result<LeasedGenerator<C>, Error> {
+        Ok(LeasedGenerator {
+            kept: self.acquire_numbers(1)?,
+        })
+    }
+
+    /// A [`LeasedShardedGenerator`]: `shards` leased numbers of the range, one per shard, all
+    /// kept by one keeper thread and released together. Each number is taken as
+    /// [`LeasedBuilder::acquire`] takes one; if any cannot be, those taken are released.
+    pub fn acquire_sharded(self, shards: usize) -> Result<LeasedShardedGenerator<C>, Error> {
+        if shards == 0 {
+            return Err(Error::ShardWorkers { shards, workers: 0 });
+        }
+        let kept = self.acquire_numbers(shards)?;
+        Ok(LeasedShardedGenerator {
+            pins: Pins::new(shards),
+            kept,
+        })
+    }
+
+    fn acquire_numbers(self, count: usize) -> Result<Kept<C>, Error> {
         let timing = self.timing()?;
         let (generator_builder, clock, layout) = self.generator.resolved_parts();
         self.range.check(&layout)?;
-        let sent_unix_ms = clock.now_unix_ms();
         let holder = self.holder.clone().unwrap_or_else(default_holder);
-        let (mut claim, previous) =
-            take_number(&*self.store, &self.range, &clock, &timing, &holder)?;
+        let control = Arc::new(Control::default());
+        let mut keepers: Vec<Keeper<C>> = Vec::with_capacity(count);
+        for _ in 0..count {
+            // While a number waits for its mark, the ones already taken are renewed.
+            let next_renewal = std::cell::Cell::new(std::time::Instant::now());
+            let renew_taken = || {
+                if std::time::Instant::now() >= next_renewal.get() {
+                    for keeper in &keepers {
+                        keeper.renew();
+                    }
+                    next_renewal.set(std::time::Instant::now() + timing.renew_every);
+                }
+            };
+            let taken = Taking {
+                store: &self.store,
+                range: &self.range,
+                generator_builder: &generator_builder,
+                clock: &clock,
+                timing,
+                holder: &holder,
+                control: &control,
+            }
+            .take_one(&renew_taken);
+            match taken {
+                Ok(keeper) => keepers.push(keeper),
+                Err(error) => {
+                    for keeper in &keepers {
+                        let _ = keeper.release();
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        Kept::start(keepers, control)
+    }
+}
+
+/// Takes one number: the lowest free one whose mark has passed (see `take_number`), writes
+/// this holder's mark, builds a generator after the previous mark, waits for the clock to
+/// pass it, and renews.
+struct Taking<'a, C> {
+    store: &'a Arc<dyn LeaseStore>,
+    range: &'a WorkerRange,
+    generator_builder: &'a Builder<C>,
+    clock: &'a C,
+    timing: Timing,
+    holder: &'a str,
+    control: &'a Arc<Control>,
+}
+
+impl<C: Clock + Clone> Taking<'_, C> {
+    fn take_one(&self, meanwhile: &dyn Fn()) -> Result<Keeper<C>, Error> {
+        let Taking {
+            store,
+            range,
+            generator_builder,
+            clock,
+            timing,
+            holder,
+            control,
+        } = *self;
+        let sent_unix_ms = clock.now_unix_ms();
+        let (mut claim, previous) = take_number(&**store, range, clock, &timing, holder)?;
         let mark = sent_unix_ms
             .saturating_add(millis(timing.horizon))
             .max(previous.unwrap_or(0));
         if let Err(error) = claim.renew(mark) {
             // Best effort: the number is ours, give it back rather than let it expire.
-            let _ = claim.release(mark);
+            let _ = claim.release(previous.unwrap_or(0));
             return Err(error);
         }
         let mut generator_builder = generator_builder
+            .clone()
             .datacenter(claim.datacenter())
             .worker(claim.worker());
         if let Some(previous) = previous {
@@ -263,10 +347,10 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         };
         let keeper = Keeper {
             generator,
-            store: self.store,
-            range: self.range,
+            store: Arc::clone(store),
+            range: *range,
             timing,
-            holder,
+            holder: holder.to_string(),
             claim: Mutex::new(None),
             marks: Marks {
                 written_unix_ms: AtomicU64::new(mark),
@@ -275,24 +359,23 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
                 outage_since_unix_ms: AtomicU64::new(0),
             },
             counters: Counters::default(),
-            stop: Mutex::new(false),
-            wake: Condvar::new(),
+            control: Arc::clone(control),
         };
         keeper.grant(claim.datacenter(), claim.worker(), sent_unix_ms, mark);
         let waited = previous.is_some();
-        let wait = keeper.wait_past(previous, timing.startup_wait, &mut *claim, mark);
+        let wait = keeper.wait_past(previous, timing.startup_wait, &mut *claim, mark, meanwhile);
         *keeper.lock_claim() = Some(claim);
         if let Err(error) = wait {
             let _ = keeper.release();
             return Err(error);
         }
-        // The wait used up validity counted from before it: renew at once, so the number
-        // is valid for a whole TTL from now.
+        // The wait used up validity counted from before it: renew at once, so the number is
+        // valid for a whole horizon from now.
         if waited && !keeper.renew() {
             let error = Error::LeaseStore {
                 reason: format!(
                     "renewing worker {} of datacenter {} right after the wait for the previous \
-                     holder's mark failed",
+                 holder's mark failed",
                     keeper.generator.worker(),
                     keeper.generator.datacenter()
                 ),
@@ -300,27 +383,68 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
             let _ = keeper.release();
             return Err(error);
         }
-        let keeper = Arc::new(keeper);
+        Ok(keeper)
+    }
+}
+
+/// Numbers held and the one thread that keeps them: released together, on `release` or
+/// drop.
+struct Kept<C: Clock> {
+    keepers: Arc<Vec<Keeper<C>>>,
+    control: Arc<Control>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl<C: Clock + Clone + Send + Sync + 'static> Kept<C> {
+    fn start(keepers: Vec<Keeper<C>>, control: Arc<Control>) -> Result<Kept<C>, Error> {
+        let keepers = Arc::new(keepers);
         let thread = {
-            let keeper = Arc::clone(&keeper);
+            let (keepers, control) = (Arc::clone(&keepers), Arc::clone(&control));
             std::thread::Builder::new()
                 .name("idgen-lease".into())
-                .spawn(move || keeper.run())
-                .map_err(|error| Error::ClockThread {
+                .spawn(move || keep(&keepers, &control))
+        };
+        match thread {
+            Ok(thread) => Ok(Kept {
+                keepers,
+                control,
+                thread: Some(thread),
+            }),
+            Err(error) => {
+                for keeper in keepers.iter() {
+                    let _ = keeper.release();
+                }
+                Err(Error::ClockThread {
                     reason: error.to_string(),
                 })
-        };
-        let thread = match thread {
-            Ok(thread) => thread,
-            Err(error) => {
-                let _ = keeper.release();
-                return Err(error);
             }
+        }
+    }
+}
+
+impl<C: Clock> Kept<C> {
+    /// Stops the keeper thread, then releases every number; the first error, if any.
+    fn release(&mut self) -> Result<(), Error> {
+        let Some(thread) = self.thread.take() else {
+            return Ok(());
         };
-        Ok(LeasedGenerator {
-            keeper,
-            thread: Some(thread),
-        })
+        self.control.stop();
+        let _ = thread.join();
+        let mut first_error = None;
+        for keeper in self.keepers.iter() {
+            if let Err(error) = keeper.release() {
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl<C: Clock> Drop for Kept<C> {
+    fn drop(&mut self) {
+        if let Err(error) = self.release() {
+            log::warn!("idgen: releasing the worker number failed: {error}");
+        }
     }
 }
 
@@ -344,30 +468,20 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
 /// # Ok::<(), idgen::Error>(())
 /// ```
 pub struct LeasedGenerator<C: Clock = DefaultClock> {
-    keeper: Arc<Keeper<C>>,
-    thread: Option<JoinHandle<()>>,
+    kept: Kept<C>,
 }
 
 impl<C: Clock + Clone + Send + Sync + 'static> LeasedGenerator<C> {
     /// The lease's state and counters.
     pub fn lease_stats(&self) -> LeaseStats {
-        self.keeper.stats()
+        self.kept.keepers[0].stats()
     }
 
     /// Stops issuing, stops the keeper and frees the worker number at once, recording the
     /// last millisecond actually used as the mark. The error, if any, is the store's: the
     /// number then frees itself when the lease expires (at once for the file store).
     pub fn release(mut self) -> Result<(), Error> {
-        self.stop_keeper();
-        self.keeper.release()
-    }
-
-    fn stop_keeper(&mut self) {
-        if let Some(thread) = self.thread.take() {
-            *lock(&self.keeper.stop) = true;
-            self.keeper.wake.notify_all();
-            let _ = thread.join();
-        }
+        self.kept.release()
     }
 }
 
@@ -375,29 +489,102 @@ impl<C: Clock> Deref for LeasedGenerator<C> {
     type Target = Generator<C>;
 
     fn deref(&self) -> &Generator<C> {
-        &self.keeper.generator
-    }
-}
-
-impl<C: Clock> Drop for LeasedGenerator<C> {
-    fn drop(&mut self) {
-        if let Some(thread) = self.thread.take() {
-            *lock(&self.keeper.stop) = true;
-            self.keeper.wake.notify_all();
-            let _ = thread.join();
-            if let Err(error) = self.keeper.release() {
-                log::warn!("idgen: releasing the worker number failed: {error}");
-            }
-        }
+        &self.kept.keepers[0].generator
     }
 }
 
 impl<C: Clock + fmt::Debug> fmt::Debug for LeasedGenerator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let keeper = &self.kept.keepers[0];
         f.debug_struct("LeasedGenerator")
-            .field("generator", &self.keeper.generator)
-            .field("store", &self.keeper.store)
-            .field("range", &self.keeper.range)
+            .field("generator", &keeper.generator)
+            .field("store", &keeper.store)
+            .field("range", &keeper.range)
+            .finish()
+    }
+}
+
+/// Several leased worker numbers behind one handle, one per shard, pinned per thread as in
+/// [`ShardedGenerator`](crate::ShardedGenerator): threads on different shards never contend, each thread's IDs
+/// increase, and shards never share an ID because their numbers differ. One keeper thread
+/// renews every number; each shard stops at its own mark and takes a new number on its own
+/// if its number is lost. Dropping it, or [`LeasedShardedGenerator::release`], frees them
+/// all.
+///
+/// ```
+/// use idgen::lease::{FileStore, LeasedGenerator, WorkerRange};
+///
+/// let dir = std::env::temp_dir().join(format!("idgen-doc-sharded-{}", std::process::id()));
+/// let store = FileStore::open(&dir)?;
+/// let sharded = LeasedGenerator::builder(store, WorkerRange::parse(0, "0-31")?)
+///     .acquire_sharded(2)?;
+/// let id = sharded.next_id()?;
+/// assert!(sharded.next_id()? > id); // the same thread stays on its shard
+/// assert_eq!(sharded.lease_stats().len(), 2);
+/// sharded.release()?;
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok::<(), idgen::Error>(())
+/// ```
+pub struct LeasedShardedGenerator<C: Clock = DefaultClock> {
+    kept: Kept<C>,
+    pins: Pins,
+}
+
+impl<C: Clock> LeasedShardedGenerator<C> {
+    /// The shard this thread is pinned to.
+    #[inline]
+    pub fn shard(&self) -> &Generator<C> {
+        &self.kept.keepers[self.pins.index()].generator
+    }
+
+    /// The next ID from this thread's shard; see [`Generator::next_id`].
+    #[inline]
+    pub fn next_id(&self) -> Result<Id, Error> {
+        self.shard().next_id()
+    }
+
+    /// `n` increasing IDs from this thread's shard; see [`Generator::next_ids`].
+    pub fn next_ids(&self, n: usize) -> Result<Vec<Id>, Error> {
+        self.shard().next_ids(n)
+    }
+
+    /// See [`Generator::fill_ids`].
+    pub fn fill_ids(&self, out: &mut [Id]) -> Result<(), Error> {
+        self.shard().fill_ids(out)
+    }
+
+    /// Every shard's generator.
+    pub fn shards(&self) -> impl ExactSizeIterator<Item = &Generator<C>> {
+        self.kept.keepers.iter().map(|keeper| &keeper.generator)
+    }
+
+    /// Each shard's lease, in shard order.
+    pub fn lease_stats(&self) -> Vec<LeaseStats> {
+        self.kept.keepers.iter().map(Keeper::stats).collect()
+    }
+
+    /// Splits an ID into its fields.
+    pub fn decode(&self, id: Id) -> IdParts {
+        self.kept.keepers[0].generator.decode(id)
+    }
+
+    /// Stops issuing on every shard, stops the keeper and frees every number; the first
+    /// error, if any, is the store's.
+    pub fn release(mut self) -> Result<(), Error> {
+        self.kept.release()
+    }
+}
+
+impl<C: Clock + fmt::Debug> fmt::Debug for LeasedShardedGenerator<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LeasedShardedGenerator")
+            .field(
+                "workers",
+                &self
+                    .shards()
+                    .map(|shard| (shard.datacenter(), shard.worker()))
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }

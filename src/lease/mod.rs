@@ -35,6 +35,6 @@ pub use external::{ExternalLease, ExternalTerms};
 pub use file::{
     FILE_STORE_DEFAULT_TTL, FILE_STORE_MAX_TTL, FileStore, default_lease_dir, legacy_lease_dir,
 };
-pub use leased::{LeaseState, LeaseStats, LeasedBuilder, LeasedGenerator};
+pub use leased::{LeaseState, LeaseStats, LeasedBuilder, LeasedGenerator, LeasedShardedGenerator};
 pub use range::WorkerRange;
 pub use store::{Claim, LeaseStore, NumberRecord, NumberState};
