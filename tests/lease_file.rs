@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use idgen::lease::{Claim, FileStore, LeaseState, LeaseStore, LeasedGenerator, WorkerRange};
 use idgen::{Clock, Error, Generator, Layout, ManualClock};
-use leases::{ChildSpec, finish_end_to_end, max_id, new_store_dir, temp_dir};
+use leases::{ChildSpec, finish_end_to_end, max_id, new_store_dir, temp_dir, wait_for};
 
 const CHILD: &str = "child_process";
 
@@ -421,14 +421,6 @@ impl Claim for FaultyClaim {
     }
     fn release(&mut self, mark_unix_ms: u64) -> Result<(), Error> {
         self.inner.release(mark_unix_ms)
-    }
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(5));
     }
 }
 

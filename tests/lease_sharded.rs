@@ -5,21 +5,13 @@
 mod leases;
 
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use idgen::lease::{FileStore, LeaseState, LeasedGenerator, WorkerRange};
-use leases::new_store_dir;
+use leases::{new_store_dir, wait_for};
 
 fn range(text: &str) -> WorkerRange {
     WorkerRange::parse(0, text).unwrap()
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[test]

@@ -83,8 +83,10 @@ impl LeaseApi {
                 && renewed.elapsed() > ttl
             {
                 // A renewal in progress holds the lease's lock: its client is alive.
-                let Ok(mut held) = lease.try_lock() else {
-                    continue;
+                let mut held = match lease.try_lock() {
+                    Ok(held) => held,
+                    Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                    Err(std::sync::TryLockError::WouldBlock) => continue,
                 };
                 eprintln!(
                     "idgen: the lease API's lease held by {holder:?} was not renewed within \
@@ -280,8 +282,17 @@ impl Undelivered {
 impl Drop for Undelivered {
     fn drop(&mut self) {
         if let Some(lease) = self.0.take() {
-            let previous = lease.terms().resume_after_unix_ms;
-            if let Err(error) = lease.release(Some(previous)) {
+            // Possibly on a runtime thread (dropped with the request), where the etcd
+            // store refuses to block: release on a thread of its own.
+            let released = std::thread::Builder::new()
+                .name("idgen-lease-api".into())
+                .spawn(move || {
+                    let previous = lease.terms().resume_after_unix_ms;
+                    if let Err(error) = lease.release(Some(previous)) {
+                        eprintln!("idgen: giving back a lease nobody received failed: {error}");
+                    }
+                });
+            if let Err(error) = released {
                 eprintln!("idgen: giving back a lease nobody received failed: {error}");
             }
         }

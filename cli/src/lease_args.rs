@@ -52,6 +52,23 @@ pub struct LeaseArgs {
     outage_horizon: Option<Duration>,
 }
 
+/// `--datacenter` and `--workers` (default: all of the layout's), checked against the layout.
+fn worker_range(
+    datacenter: u64,
+    workers: Option<&str>,
+    layout: &Layout,
+) -> Result<WorkerRange, Failure> {
+    let range = match workers {
+        Some(text) => WorkerRange::parse(datacenter, text)
+            .map_err(|error| Failure::input(format!("--workers: {error}")))?,
+        None => WorkerRange::all(layout, datacenter),
+    };
+    range
+        .check(layout)
+        .map_err(|error| Failure::input(error.to_string()))?;
+    Ok(range)
+}
+
 /// `500ms`, `3s`, `5m`, `1h`: a whole number and a unit.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let split = text
@@ -93,14 +110,7 @@ pub struct LeaseSource {
 impl LeaseArgs {
     /// Checks the range and the layout's epoch, and opens the store.
     pub fn source(&self, layout: Layout) -> Result<LeaseSource, Failure> {
-        let range = match &self.workers {
-            Some(text) => WorkerRange::parse(self.datacenter, text)
-                .map_err(|error| Failure::input(format!("--workers: {error}")))?,
-            None => WorkerRange::all(&layout, self.datacenter),
-        };
-        range
-            .check(&layout)
-            .map_err(|error| Failure::input(error.to_string()))?;
+        let range = worker_range(self.datacenter, self.workers.as_deref(), &layout)?;
         // A layout whose epoch is still to come is bad input, found before any lease.
         layout
             .check_epoch(idgen::Clock::now_unix_ms(&idgen::SystemClock))
@@ -178,14 +188,21 @@ pub struct ListArgs {
 impl ListArgs {
     pub fn run(self) -> Result<(), Failure> {
         let layout = self.layout.layout()?;
-        let range = match &self.workers {
-            Some(text) => WorkerRange::parse(self.datacenter, text)
-                .map_err(|error| Failure::input(format!("--workers: {error}")))?,
-            None => WorkerRange::all(&layout, self.datacenter),
-        };
-        range
-            .check(&layout)
-            .map_err(|error| Failure::input(error.to_string()))?;
+        let range = worker_range(self.datacenter, self.workers.as_deref(), &layout)?;
+        if self.store.etcd.is_none() {
+            // Listing must not create the store it is asked about (a mistyped directory).
+            let dir = match &self.store.lease_dir {
+                Some(dir) => dir.clone(),
+                None => idgen::lease::default_lease_dir()
+                    .map_err(|error| Failure::input(error.to_string()))?,
+            };
+            if !dir.exists() {
+                return Err(Failure::input(format!(
+                    "no lease directory at {}: nothing to list",
+                    dir.display()
+                )));
+            }
+        }
         let store = self.store.open()?;
         let numbers = store
             .survey(&range)

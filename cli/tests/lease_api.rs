@@ -492,4 +492,10 @@ fn the_fleet_view_lists_every_number_with_its_holder_mark_and_anomalies() {
         text.contains("6 numbers: 2 free, 2 held, 1 corrupt, 1 missing"),
         "{text}"
     );
+    // Listing a directory that is not there creates nothing.
+    let none = temp_dir("fleet-none").join("leases");
+    let (status, _, stderr) = common::idgen(&["leases", "--lease-dir", none.to_str().unwrap()]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no lease directory"), "{stderr}");
+    assert!(!none.exists());
 }

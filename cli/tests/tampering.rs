@@ -188,7 +188,7 @@ mod etcd {
         assert!(status.success(), "{stderr}");
         assert!(stdout.contains("1024 marks written"), "{stdout}");
 
-        let first = Service::start_with(&with_workers("0-1"));
+        let first = Service::start_with(&with_workers("0-2"));
         assert_eq!(first.worker, 0);
         // An operator wipes the namespace: holder and mark keys, and the store key.
         etcdctl(&["del", "--prefix", &namespace]);
@@ -201,7 +201,9 @@ mod etcd {
         // The first stops at its next renewal (the holder key is gone) and lets the lease
         // lapse, so on a slow run the second may take worker 0 after that, past the mark
         // `init` wrote a TTL ahead. Either way no ID may be issued by both.
-        let second = Service::start_with(&with_workers("0-1"));
+        // Three numbers: the first, having lost 0, takes another, and one is left for the
+        // second while 0's lease lives on.
+        let second = Service::start_with(&with_workers("0-2"));
         assert_never_share_an_id(&first, &second, Duration::from_millis(3_000));
     }
 }

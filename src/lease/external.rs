@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::clock::Clock;
 use crate::error::Error;
 
-use super::keeper::{millis, take_number};
+use super::keeper::{Marked, millis, take_and_mark};
 use super::leased::Timing;
 use super::{Claim, LeaseStore, WorkerRange};
 
@@ -59,15 +59,12 @@ impl ExternalLease {
         clock: &C,
     ) -> Result<ExternalLease, Error> {
         let timing = Timing::for_store(store, None, horizon, None)?;
-        let sent_unix_ms = clock.now_unix_ms();
-        let (mut claim, previous) = take_number(store, range, clock, &timing, holder)?;
-        let mark = sent_unix_ms
-            .saturating_add(millis(timing.horizon))
-            .max(previous.unwrap_or(0));
-        if let Err(error) = claim.renew(mark) {
-            let _ = claim.release(previous.unwrap_or(0));
-            return Err(error);
-        }
+        let Marked {
+            claim,
+            previous,
+            mark,
+            ..
+        } = take_and_mark(store, range, clock, &timing, holder)?;
         Ok(ExternalLease {
             claim,
             timing,

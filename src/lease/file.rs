@@ -480,6 +480,14 @@ impl LeaseStore for FileStore {
 
     fn survey(&self, range: &WorkerRange) -> Result<Vec<NumberRecord>, Error> {
         self.check_dir()?;
+        // Under the roster's lock, as acquires are: the liveness probes below would
+        // otherwise make an acquire running at the same moment skip a free number.
+        let roster_path = self.dir.join(ROSTER);
+        let roster_file =
+            File::open(&roster_path).map_err(|error| io_error(&roster_path, "open", &error))?;
+        roster_file
+            .lock()
+            .map_err(|error| io_error(&roster_path, "lock", &error))?;
         let roster = self.roster()?;
         let datacenter = range.datacenter();
         let mut numbers = Vec::new();
@@ -864,10 +872,13 @@ impl Record {
              pid={pid:010}",
             file.device, file.inode
         );
-        if !holder.is_empty() {
-            body += " holder=";
-            body.extend(holder.bytes().map(|byte| format!("{byte:02x}")));
-        }
+        // Always present and always as wide, so every record of this version has the
+        // same length: a rewrite covers the old record whole, leaving no torn tail even
+        // for a moment.
+        body += " holder=";
+        let name = holder_bytes(holder);
+        body.extend(name.iter().map(|byte| format!("{byte:02x}")));
+        body.extend(std::iter::repeat_n("00", MAX_HOLDER_BYTES - name.len()));
         format!("{}{body} check={:016x}\n", Record::V2, checksum(&body))
     }
 
@@ -930,7 +941,20 @@ impl Record {
     }
 }
 
-/// The holder name written as hex; `None` for anything else.
+/// The longest holder name a record keeps, in bytes; longer ones are cut at a character.
+const MAX_HOLDER_BYTES: usize = 128;
+
+/// `holder` cut to [`MAX_HOLDER_BYTES`] at a character boundary.
+fn holder_bytes(holder: &str) -> &[u8] {
+    let mut end = holder.len().min(MAX_HOLDER_BYTES);
+    while !holder.is_char_boundary(end) {
+        end -= 1;
+    }
+    &holder.as_bytes()[..end]
+}
+
+/// The holder name written as hex (padded with zero bytes); `None` for anything else or
+/// for no name.
 fn unhex(hex: &str) -> Option<String> {
     if !hex.len().is_multiple_of(2) {
         return None;
@@ -939,7 +963,13 @@ fn unhex(hex: &str) -> Option<String> {
         .step_by(2)
         .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
         .collect();
-    String::from_utf8(bytes?).ok()
+    let mut bytes = bytes?;
+    while bytes.last() == Some(&0) {
+        bytes.pop();
+    }
+    String::from_utf8(bytes)
+        .ok()
+        .filter(|name| !name.is_empty())
 }
 
 /// FNV-1a, 64 bits: catches torn and hand-edited records; not a defence against forgery.
@@ -1098,6 +1128,14 @@ mod tests {
         let record = Record::parse(&named).unwrap().unwrap();
         assert_eq!(record.holder.as_deref(), Some("billing 7f9c ünï"));
         assert_eq!(record.mark, 1_764_000_000_123);
+        // Every record as long as every other, whatever the name: a rewrite never leaves
+        // a tail. A name too long is cut at a character boundary.
+        let long = "é".repeat(200);
+        let cut = Record::format(1, 7, file, 1, 2, &long);
+        assert_eq!(cut.len(), text.len());
+        assert_eq!(named.len(), text.len());
+        let kept = Record::parse(&cut).unwrap().unwrap().holder.unwrap();
+        assert_eq!(kept, "é".repeat(64));
         assert_eq!(Record::parse(""), Ok(None));
         let tampered = text.replace("1764000000123", "1764000000124");
         assert!(Record::parse(&tampered).unwrap_err().contains("checksum"));

@@ -88,6 +88,44 @@ pub(super) fn take_number<C: Clock>(
     outcome
 }
 
+/// A number just taken and marked, from [`take_and_mark`].
+pub(super) struct Marked {
+    pub(super) claim: Box<dyn Claim>,
+    /// The previous holder's mark, if any.
+    pub(super) previous: Option<u64>,
+    /// When the request that took it was sent.
+    pub(super) sent_unix_ms: u64,
+    /// The mark written.
+    pub(super) mark: u64,
+}
+
+/// Takes a number (see [`take_number`]) and writes this holder's mark, a horizon after the
+/// clock read before the request (never below the previous mark). On a failed write the
+/// number is given back with the previous mark: nothing was issued on it.
+pub(super) fn take_and_mark<C: Clock>(
+    store: &dyn LeaseStore,
+    range: &WorkerRange,
+    clock: &C,
+    timing: &Timing,
+    holder: &str,
+) -> Result<Marked, Error> {
+    let sent_unix_ms = clock.now_unix_ms();
+    let (mut claim, previous) = take_number(store, range, clock, timing, holder)?;
+    let mark = sent_unix_ms
+        .saturating_add(millis(timing.horizon))
+        .max(previous.unwrap_or(0));
+    if let Err(error) = claim.renew(mark) {
+        let _ = claim.release(previous.unwrap_or(0));
+        return Err(error);
+    }
+    Ok(Marked {
+        claim,
+        previous,
+        sent_unix_ms,
+        mark,
+    })
+}
+
 /// A store's claim must be a number of the range asked for: one from elsewhere (a store of
 /// one's own with a defect) could be another process's number, or not fit the layout.
 pub(super) fn check_claim(claim: &dyn Claim, range: &WorkerRange) -> Result<(), Error> {

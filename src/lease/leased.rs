@@ -15,7 +15,9 @@ use crate::layout::IdParts;
 use crate::sharded::Pins;
 use crate::sync::{Arc, AtomicU64};
 
-use super::keeper::{Control, Counters, Keeper, Marks, default_holder, keep, millis, take_number};
+use super::keeper::{
+    Control, Counters, Keeper, Marked, Marks, default_holder, keep, take_and_mark,
+};
 use super::{LeaseStore, WorkerRange};
 
 /// Where a leased generator stands, in [`LeaseStats::state`].
@@ -321,16 +323,12 @@ impl<C: Clock + Clone> Taking<'_, C> {
             holder,
             control,
         } = *self;
-        let sent_unix_ms = clock.now_unix_ms();
-        let (mut claim, previous) = take_number(&**store, range, clock, &timing, holder)?;
-        let mark = sent_unix_ms
-            .saturating_add(millis(timing.horizon))
-            .max(previous.unwrap_or(0));
-        if let Err(error) = claim.renew(mark) {
-            // Best effort: the number is ours, give it back rather than let it expire.
-            let _ = claim.release(previous.unwrap_or(0));
-            return Err(error);
-        }
+        let Marked {
+            mut claim,
+            previous,
+            sent_unix_ms,
+            mark,
+        } = take_and_mark(&**store, range, clock, &timing, holder)?;
         let mut generator_builder = generator_builder
             .clone()
             .datacenter(claim.datacenter())

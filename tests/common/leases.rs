@@ -13,6 +13,15 @@ use std::time::{Duration, Instant};
 use idgen::Generator;
 use idgen::lease::{LeaseStore, LeasedGenerator, WorkerRange};
 
+/// Polls `done` every 5 ms for up to 10 s; fails the test naming `what` if it never holds.
+pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Environment variables a child reads (set by [`ChildSpec::spawn`]).
 pub const ENV_STORE: &str = "IDGEN_TEST_CHILD_STORE";
 const ENV_OUT: &str = "IDGEN_TEST_CHILD_OUT";
