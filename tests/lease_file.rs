@@ -79,7 +79,9 @@ fn threads_acquiring_from_one_range_get_distinct_numbers_then_the_range_is_full(
 #[test]
 fn a_released_number_is_free_at_once_and_its_successor_starts_above_it() {
     let dir = new_store_dir("release");
-    let first = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-3"))
+    // One number: the successor can only have the number released (with more, it takes
+    // the one whose mark passed longest ago, a never-held one first).
+    let first = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-0"))
         .acquire()
         .unwrap();
     assert_eq!(first.worker(), 0);
@@ -92,7 +94,7 @@ fn a_released_number_is_free_at_once_and_its_successor_starts_above_it() {
     thread::sleep(Duration::from_millis(2));
 
     let started = Instant::now();
-    let second = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-3"))
+    let second = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-0"))
         .acquire()
         .unwrap();
     assert_eq!(
@@ -551,6 +553,33 @@ fn a_free_number_whose_mark_has_passed_is_taken_before_a_lower_one_still_ahead()
         .acquire(&range("0-0"))
         .unwrap();
     assert_eq!(claim.previous_mark_unix_ms(), Some(now + 2_000));
+}
+
+#[test]
+fn among_free_numbers_whose_marks_passed_the_oldest_mark_is_taken_first() {
+    let dir = new_store_dir("oldest-mark");
+    let now = idgen::SystemClock.now_unix_ms();
+    for (worker, mark) in [(0, now - 1_000), (1, now - 60_000), (2, now - 30_000)] {
+        let mut claim = FileStore::open(&dir)
+            .unwrap()
+            .acquire(&range(&worker.to_string()))
+            .unwrap();
+        claim.release(mark).unwrap();
+    }
+    // Each taken while the ones before are still held.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(
+            LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-2"))
+                .acquire()
+                .unwrap(),
+        );
+    }
+    let order: Vec<u64> = held.iter().map(|generator| generator.worker()).collect();
+    assert_eq!(order, [1, 2, 0]);
+    for generator in held {
+        generator.release().unwrap();
+    }
 }
 
 #[test]

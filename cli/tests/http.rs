@@ -559,14 +559,9 @@ fn metric_value(metrics: &str, series: &str) -> u64 {
 /// Runs `idgen serve` under libfaketime, its wall clock offset by what `offset_file` says
 /// (re-read at every reading), the monotonic clock left alone.
 fn start_under_faketime(lease_dir: &std::path::Path, offset_file: &std::path::Path) -> Service {
-    let library = ["x86_64-linux-gnu", "aarch64-linux-gnu", "."]
-        .iter()
-        .map(|arch| std::path::PathBuf::from(format!("/usr/lib/{arch}/faketime/libfaketime.so.1")))
-        .find(|path| path.exists())
-        .expect("libfaketime (Debian's faketime) is needed");
     Service::start_in(
         Command::new(common::BIN)
-            .env("LD_PRELOAD", library)
+            .env("LD_PRELOAD", common::libfaketime())
             .env("FAKETIME_TIMESTAMP_FILE", offset_file)
             .env("FAKETIME_NO_CACHE", "1")
             .env("DONT_FAKE_MONOTONIC", "1")

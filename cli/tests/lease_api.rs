@@ -61,7 +61,7 @@ fn unix_ms() -> u64 {
 #[test]
 fn a_lease_renews_releases_and_then_is_gone() {
     let dir = new_lease_dir("api-contract");
-    let service = with_api(&dir, &token_file("contract"), &["--workers", "0-2"]);
+    let service = with_api(&dir, &token_file("contract"), &["--workers", "0-1"]);
     let before = unix_ms();
     let reply = lease(&service, "billing-7f9c");
     assert_eq!(reply.status, 200, "{reply:?}");

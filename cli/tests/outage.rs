@@ -271,9 +271,10 @@ fn two_live_processes_hold_the_same_number_at_once_and_never_share_an_id() {
         .map(String::from)
     };
     let first = Service::start_in(
-        std::process::Command::new("faketime")
+        std::process::Command::new(BIN)
+            .env("LD_PRELOAD", common::libfaketime())
+            .env("FAKETIME", "-5s")
             .env("DONT_FAKE_MONOTONIC", "1")
-            .args(["-f", "-5s", BIN])
             .args(flags(&proxy.endpoint())),
     );
     assert_eq!(first.worker, 0);
@@ -286,11 +287,7 @@ fn two_live_processes_hold_the_same_number_at_once_and_never_share_an_id() {
         // The first's lease ends at etcd 2 s after its last keep-alive.
         thread::sleep(Duration::from_millis(3_000));
         let second_started_at = unix_ms();
-        let second = Service::start_in(
-            std::process::Command::new(BIN)
-                .env_remove("FAKETIME")
-                .args(flags(&endpoints())),
-        );
+        let second = Service::start_in(std::process::Command::new(BIN).args(flags(&endpoints())));
         assert_eq!(second.worker, 0, "the same number");
         let stop_second = &stop_second;
         let second_run = s.spawn(move || {

@@ -494,19 +494,31 @@ impl LeaseStore for FileStore {
         for worker in range.workers() {
             let path = self.record_path(datacenter, worker);
             let handed_out = roster.handed_out(datacenter, worker);
+            // Only a plain file is opened: opening a FIFO would block, a link lead elsewhere.
+            let metadata = fs::symlink_metadata(&path);
+            let plain = metadata.as_ref().is_ok_and(|m| m.file_type().is_file());
+            // Read and write, as acquires open it: that never blocks, even on a FIFO that
+            // replaced the file since the check. Nothing is written.
+            let open_plain = || OpenOptions::new().read(true).write(true).open(&path);
             // Held: its liveness name is bound, or its record is locked.
             let held = match self.take_liveness(datacenter, worker)? {
                 None => true,
-                Some(_free) => File::open(&path).is_ok_and(|file| {
-                    matches!(file.try_lock_shared(), Err(TryLockError::WouldBlock))
-                }),
-            };
-            let text = match fs::symlink_metadata(&path) {
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-                Ok(metadata) if !metadata.file_type().is_file() => {
-                    Err("not a plain file".to_string())
+                Some(_free) => {
+                    plain
+                        && open_plain().is_ok_and(|file| {
+                            matches!(file.try_lock_shared(), Err(TryLockError::WouldBlock))
+                        })
                 }
-                _ => fs::read_to_string(&path).map_err(|error| error.to_string()),
+            };
+            let text = match metadata {
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+                _ if !plain => Err("not a plain file".to_string()),
+                _ => open_plain()
+                    .and_then(|mut file| {
+                        let mut text = String::new();
+                        file.read_to_string(&mut text).map(|_| text)
+                    })
+                    .map_err(|error| error.to_string()),
             };
             let mut number = NumberRecord::new(datacenter, worker);
             number.state = if held {

@@ -11,11 +11,13 @@ use crate::generator::Generator;
 use crate::sync::{Arc, AtomicU64, Ordering};
 
 use super::leased::{LeaseState, LeaseStats, Timing};
-use super::{Claim, LeaseStore, WorkerRange};
+use super::{Claim, LeaseStore, NumberState, WorkerRange};
 
 /// Takes a free number of `range` and the mark to start after (see [`previous_mark`]):
-/// the lowest free number whose mark has passed; when every free number's mark is still
-/// ahead, the one whose mark passes first, if that is within the startup wait. The numbers
+/// the free number whose mark passed longest ago (never held counts as oldest), when the
+/// store can survey; else the lowest free number whose mark has passed; when every free
+/// number's mark is still ahead, the one whose mark passes first, if that is within the
+/// startup wait. The numbers
 /// looked at and not taken are given back with the mark they were taken with (for a number
 /// whose history was lost, the inferred one). When even the nearest mark is further than
 /// the startup wait, fails with [`Error::ClockBehindMark`], which says how far.
@@ -25,7 +27,7 @@ pub(super) fn take_number<C: Clock>(
     clock: &C,
     timing: &Timing,
     holder: &str,
-) -> Result<(Box<dyn Claim>, Option<u64>), Error> {
+) -> Result<Taken, Error> {
     // How long until a mark passes, on the clock now.
     let wait_ms = |previous: Option<u64>| {
         previous.map_or(0, |previous| {
@@ -34,7 +36,12 @@ pub(super) fn take_number<C: Clock>(
                 .saturating_sub(clock.now_unix_ms())
         })
     };
-    // Free numbers whose mark is still ahead, with that mark.
+    if let Some(taken) = take_passed_by_mark(store, range, clock, timing, holder)? {
+        return Ok(taken);
+    }
+    // No survey, or no free number whose mark has passed: ask the store for its lowest
+    // free numbers one after another. Free numbers whose mark is still ahead, with that
+    // mark.
     let mut ahead: Vec<(Box<dyn Claim>, Option<u64>)> = Vec::new();
     let numbers = range.last() - range.first() + 1;
     let outcome = loop {
@@ -86,6 +93,53 @@ pub(super) fn take_number<C: Clock>(
         let _ = claim.release(previous.unwrap_or(0));
     }
     outcome
+}
+
+/// A claim and the previous holder's mark to start after.
+type Taken = (Box<dyn Claim>, Option<u64>);
+
+/// The free number whose mark passed longest ago (a number never held first), found by the
+/// store's survey and asked for on its own: the most room against clocks that disagree.
+/// `None` when the store cannot survey or no free number's mark has passed.
+fn take_passed_by_mark<C: Clock>(
+    store: &dyn LeaseStore,
+    range: &WorkerRange,
+    clock: &C,
+    timing: &Timing,
+    holder: &str,
+) -> Result<Option<Taken>, Error> {
+    let Ok(numbers) = store.survey(range) else {
+        return Ok(None);
+    };
+    let now = clock.now_unix_ms();
+    let mut passed: Vec<(u64, u64)> = numbers
+        .iter()
+        .filter(|number| number.state == NumberState::Free)
+        .filter_map(|number| match number.mark_unix_ms {
+            None => Some((0, number.worker)),
+            Some(mark) if mark < now => Some((mark, number.worker)),
+            Some(_) => None,
+        })
+        .collect();
+    passed.sort_unstable();
+    for (_, worker) in passed {
+        let single = WorkerRange::new(range.datacenter(), worker..=worker)?;
+        let mut claim = match store.acquire_as(&single, holder) {
+            Ok(claim) => claim,
+            // Taken (or found unusable) since the survey: the next.
+            Err(Error::LeaseRangeFull { .. }) => continue,
+            Err(error) => return Err(error),
+        };
+        check_claim(&*claim, range)?;
+        let previous = previous_mark(&*claim, clock, timing.horizon);
+        let passed = previous.is_none_or(|previous| previous < clock.now_unix_ms());
+        if passed {
+            return Ok(Some((claim, previous)));
+        }
+        // Used and given back since the survey: leave it as it is now.
+        let _ = claim.release(previous.unwrap_or(0));
+    }
+    Ok(None)
 }
 
 /// A number just taken and marked, from [`take_and_mark`].

@@ -169,6 +169,16 @@ impl Drop for Service {
     }
 }
 
+/// Debian's libfaketime, to preload into a child (in the child itself, so that killing the
+/// child kills the process that was faked; the `faketime` wrapper would leave it behind).
+pub fn libfaketime() -> PathBuf {
+    ["x86_64-linux-gnu", "aarch64-linux-gnu", "."]
+        .iter()
+        .map(|arch| PathBuf::from(format!("/usr/lib/{arch}/faketime/libfaketime.so.1")))
+        .find(|path| path.exists())
+        .expect("libfaketime (Debian's faketime) is needed")
+}
+
 pub fn signal(pid: u32, signal: &str) {
     let status = Command::new("kill")
         .arg(format!("-{signal}"))
