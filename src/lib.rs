@@ -91,7 +91,9 @@
 //!   `etcd-client` and Tokio; building needs `protoc` and the protobuf well-known `.proto`
 //!   files: Debian's `protobuf-compiler` and `libprotobuf-dev`).
 //! - `serde`: [`Id`] serializes as a JSON string of its decimal form (JavaScript numbers
-//!   lose precision above 2^53) and deserializes only from such a string.
+//!   lose precision above 2^53) and deserializes only from such a string; [`Uuid7`] as its
+//!   canonical string.
+//! - `uuid`: [`Uuid7`] converts to and from `uuid::Uuid`.
 //!
 //! # Caveats
 //!
@@ -127,6 +129,7 @@ mod recent_clock;
 mod sharded;
 mod state;
 mod sync;
+mod uuid7;
 
 /// Under loom the default clock is the plain [`MonotonicClock`]: loom runs no real threads.
 #[cfg(idgen_loom)]
@@ -147,6 +150,7 @@ pub use recent_clock::CachedReading;
 pub use recent_clock::{DEFAULT_CLOCK_IDLE, DefaultClock, RECENT_CLOCK_INTERVAL, RecentClock};
 #[cfg(not(idgen_loom))]
 pub use sharded::{ShardedBuilder, ShardedGenerator};
+pub use uuid7::{ParseUuid7Error, Uuid7};
 
 #[doc = include_str!("../docs/design.md")]
 pub mod design {
