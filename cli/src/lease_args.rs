@@ -38,12 +38,8 @@ pub struct StoreArgs {
 pub struct LeaseArgs {
     #[command(flatten)]
     store: StoreArgs,
-    /// The datacenter number.
-    #[arg(long, default_value_t = 0)]
-    datacenter: u64,
-    /// The worker numbers this process may take, `A-B` (default: all of the layout's).
-    #[arg(long, value_name = "A-B")]
-    workers: Option<String>,
+    #[command(flatten)]
+    range: RangeArgs,
     /// How long to go on issuing while the lease store cannot be reached, such as `30s`
     /// or `5m`: each renewal writes the mark this far ahead, and the number of a holder
     /// that crashed stays unusable this long (default: the TTL on the file store, 3m on
@@ -52,21 +48,30 @@ pub struct LeaseArgs {
     outage_horizon: Option<Duration>,
 }
 
-/// `--datacenter` and `--workers` (default: all of the layout's), checked against the layout.
-fn worker_range(
+/// `--datacenter` and `--workers`: the numbers a process may take, or a listing shows.
+#[derive(Args, Clone)]
+pub struct RangeArgs {
+    /// The datacenter number.
+    #[arg(long, default_value_t = 0)]
     datacenter: u64,
-    workers: Option<&str>,
-    layout: &Layout,
-) -> Result<WorkerRange, Failure> {
-    let range = match workers {
-        Some(text) => WorkerRange::parse(datacenter, text)
-            .map_err(|error| Failure::input(format!("--workers: {error}")))?,
-        None => WorkerRange::all(layout, datacenter),
-    };
-    range
-        .check(layout)
-        .map_err(|error| Failure::input(error.to_string()))?;
-    Ok(range)
+    /// The worker numbers, `A-B` (default: all of the layout's).
+    #[arg(long, value_name = "A-B")]
+    workers: Option<String>,
+}
+
+impl RangeArgs {
+    /// The range, checked against the layout.
+    fn range(&self, layout: &Layout) -> Result<WorkerRange, Failure> {
+        let range = match &self.workers {
+            Some(text) => WorkerRange::parse(self.datacenter, text)
+                .map_err(|error| Failure::input(format!("--workers: {error}")))?,
+            None => WorkerRange::all(layout, self.datacenter),
+        };
+        range
+            .check(layout)
+            .map_err(|error| Failure::input(error.to_string()))?;
+        Ok(range)
+    }
 }
 
 /// `500ms`, `3s`, `5m`, `1h`: a whole number and a unit.
@@ -110,7 +115,7 @@ pub struct LeaseSource {
 impl LeaseArgs {
     /// Checks the range and the layout's epoch, and opens the store.
     pub fn source(&self, layout: Layout) -> Result<LeaseSource, Failure> {
-        let range = worker_range(self.datacenter, self.workers.as_deref(), &layout)?;
+        let range = self.range.range(&layout)?;
         // A layout whose epoch is still to come is bad input, found before any lease.
         layout
             .check_epoch(idgen::Clock::now_unix_ms(&idgen::SystemClock))
@@ -172,12 +177,8 @@ impl StoreArgs {
 pub struct ListArgs {
     #[command(flatten)]
     store: StoreArgs,
-    /// The datacenter to show.
-    #[arg(long, default_value_t = 0)]
-    datacenter: u64,
-    /// The worker numbers to show, `A-B` (default: all of the layout's).
-    #[arg(long, value_name = "A-B")]
-    workers: Option<String>,
+    #[command(flatten)]
+    range: RangeArgs,
     /// One JSON array of objects instead of lines of text.
     #[arg(long)]
     json: bool,
@@ -188,7 +189,7 @@ pub struct ListArgs {
 impl ListArgs {
     pub fn run(self) -> Result<(), Failure> {
         let layout = self.layout.layout()?;
-        let range = worker_range(self.datacenter, self.workers.as_deref(), &layout)?;
+        let range = self.range.range(&layout)?;
         if self.store.etcd.is_none() {
             // Listing must not create the store it is asked about (a mistyped directory).
             let dir = match &self.store.lease_dir {

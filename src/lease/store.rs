@@ -1,6 +1,7 @@
 //! What a lease store promises: the traits every backend implements.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Error;
@@ -104,52 +105,42 @@ impl NumberState {
     }
 }
 
-/// A boxed store is a store, so one can be chosen at run time (`Box<dyn LeaseStore>`).
-impl<S: LeaseStore + ?Sized> LeaseStore for Box<S> {
-    fn ttl(&self) -> Duration {
-        (**self).ttl()
-    }
+/// Implements [`LeaseStore`] for a pointer to a store by forwarding every method.
+macro_rules! forward_store {
+    ($pointer:ident) => {
+        impl<S: LeaseStore + ?Sized> LeaseStore for $pointer<S> {
+            fn ttl(&self) -> Duration {
+                (**self).ttl()
+            }
 
-    fn default_outage_horizon(&self) -> Duration {
-        (**self).default_outage_horizon()
-    }
+            fn default_outage_horizon(&self) -> Duration {
+                (**self).default_outage_horizon()
+            }
 
-    fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
-        (**self).acquire(range)
-    }
+            fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
+                (**self).acquire(range)
+            }
 
-    fn acquire_as(&self, range: &WorkerRange, holder: &str) -> Result<Box<dyn Claim>, Error> {
-        (**self).acquire_as(range, holder)
-    }
+            fn acquire_as(
+                &self,
+                range: &WorkerRange,
+                holder: &str,
+            ) -> Result<Box<dyn Claim>, Error> {
+                (**self).acquire_as(range, holder)
+            }
 
-    fn survey(&self, range: &WorkerRange) -> Result<Vec<NumberRecord>, Error> {
-        (**self).survey(range)
-    }
+            fn survey(&self, range: &WorkerRange) -> Result<Vec<NumberRecord>, Error> {
+                (**self).survey(range)
+            }
+        }
+    };
 }
 
-/// A shared store is a store, so one process can lease through it from several places
-/// (its own generator, and the lease API it serves).
-impl<S: LeaseStore + ?Sized> LeaseStore for std::sync::Arc<S> {
-    fn ttl(&self) -> Duration {
-        (**self).ttl()
-    }
-
-    fn default_outage_horizon(&self) -> Duration {
-        (**self).default_outage_horizon()
-    }
-
-    fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
-        (**self).acquire(range)
-    }
-
-    fn acquire_as(&self, range: &WorkerRange, holder: &str) -> Result<Box<dyn Claim>, Error> {
-        (**self).acquire_as(range, holder)
-    }
-
-    fn survey(&self, range: &WorkerRange) -> Result<Vec<NumberRecord>, Error> {
-        (**self).survey(range)
-    }
-}
+// A boxed store is a store, so one can be chosen at run time (`Box<dyn LeaseStore>`).
+forward_store!(Box);
+// A shared store is a store, so one process can lease through it from several places (its
+// own generator, and the lease API it serves).
+forward_store!(Arc);
 
 /// One worker number, held. Dropping a claim without [`Claim::release`] leaves the number
 /// to expire (the file store frees it at once, as the OS drops the lock).
