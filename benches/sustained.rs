@@ -13,9 +13,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::entrants::{Idgen, IdgenRecent};
+use common::entrants::{Idgen, IdgenRecent, IdgenUlid, IdgenUuid7};
 use common::peers::{
-    Ferroid, IdGenerator, Peer, RsSnowflake, SnowflakeMe, Snowflaked, Sonyflake, Ulid, UuidV7,
+    Ferroid, IdGenerator, Peer, RsSnowflake, Scru128, SnowflakeMe, Snowflaked, Sonyflake, Ulid,
+    UuidContextV7, UuidV7,
 };
 
 const RUN: Duration = Duration::from_secs(3);
@@ -101,8 +102,12 @@ fn main() {
     run::<RsSnowflake>(&mut rows);
     run::<Sonyflake>(&mut rows);
     run::<IdGenerator>(&mut rows);
+    run::<IdgenUuid7>(&mut rows);
     run::<UuidV7>(&mut rows);
+    run::<UuidContextV7>(&mut rows);
+    run::<IdgenUlid>(&mut rows);
     run::<Ulid>(&mut rows);
+    run::<Scru128>(&mut rows);
 
     let mut json = String::from("[\n");
     for (i, row) in rows.iter().enumerate() {

@@ -4,7 +4,7 @@
 //! Run: `RUSTFLAGS="--cfg idgen_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom`
 #![cfg(idgen_loom)]
 
-use idgen::{Error, Generator, Id, Layout, ManualClock};
+use idgen::{Error, Generator, Id, Layout, ManualClock, Uuid7, Uuid7Generator};
 use loom::sync::Arc;
 use loom::thread;
 
@@ -467,5 +467,97 @@ fn a_late_raise_after_a_park_never_lowers_the_default_clocks_word() {
         assert!(first <= second, "reading went back: {first} then {second}");
         assert!(second <= clock.now_unix_ms());
         stalled.join().unwrap();
+    });
+}
+
+/// A UUIDv7 generator with a counter of `counter_bits` on a manual clock.
+fn uuid_generator(counter_bits: u32, clock: &ManualClock) -> Arc<Uuid7Generator<ManualClock>> {
+    Arc::new(
+        Uuid7Generator::builder()
+            .clock(clock.clone())
+            .loom_counter_bits(counter_bits)
+            .build()
+            .unwrap(),
+    )
+}
+
+/// The counter of a UUID of a generator with `counter_bits`: the 22-bit counter field is
+/// `rand_a` and the top 10 bits of `rand_b`; a narrower counter sits at its low end.
+fn uuid_counter(uuid: Uuid7, counter_bits: u32) -> u64 {
+    let b = uuid.as_bytes();
+    let rand_a = u64::from(b[6] & 0x0f) << 8 | u64::from(b[7]);
+    let rand_b_top = u64::from(b[8] & 0x3f) << 4 | u64::from(b[9] >> 4);
+    (rand_a << 10 | rand_b_top) & ((1 << counter_bits) - 1)
+}
+
+/// Two threads enter a new millisecond at once with different seeds: whichever swap wins
+/// seeds the counter, and the other thread counts on from it instead of starting at its
+/// own seed (so the loser's UUID is the winner's + 1, never a jump nor a repeat). A third
+/// call after the clock moves seeds the next millisecond again.
+#[test]
+fn a_new_millisecond_is_seeded_once_and_counted_on_from() {
+    loom::model(|| {
+        let clock = ManualClock::new(T0);
+        let generator = uuid_generator(3, &clock);
+        // Seeds: 1 and 3 (top bit of 3 counter bits clear); the random words are unused
+        // here beyond their low bits.
+        let spawn = |seed: u64| {
+            let generator = generator.clone();
+            thread::spawn(move || generator.loom_next_with(seed, seed).unwrap())
+        };
+        let (a, b) = (spawn(1), spawn(3));
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        let (first, second) = if a < b { (a, b) } else { (b, a) };
+        assert_ne!(a, b);
+        assert_eq!(first.unix_ms(), T0);
+        assert_eq!(second.unix_ms(), T0);
+        assert!(matches!(uuid_counter(first, 3), 1 | 3), "{first:?}");
+        assert_eq!(uuid_counter(second, 3), uuid_counter(first, 3) + 1);
+        clock.advance(1);
+        let third = generator.loom_next_with(2, 2).unwrap();
+        assert_eq!((third.unix_ms(), uuid_counter(third, 3)), (T0 + 1, 2));
+    });
+}
+
+/// The counter runs out within a millisecond while two threads count: nothing past its last
+/// value is issued, the caller that finds it used up waits for the clock (moved by a third
+/// thread only once someone waits), and every UUID is unique and increasing per thread.
+#[test]
+fn a_used_up_counter_waits_for_the_next_millisecond() {
+    loom::model(|| {
+        let clock = ManualClock::new(T0);
+        // 2 counter bits: seed 1 leaves slots 1, 2, 3 in the millisecond.
+        let generator = uuid_generator(2, &clock);
+        let spawn = |count: usize| {
+            let generator = generator.clone();
+            thread::spawn(move || {
+                (0..count)
+                    .map(|_| generator.loom_next_with(1, 0).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        };
+        let (a, b) = (spawn(2), spawn(2));
+        let ticker = {
+            let (generator, clock) = (generator.clone(), clock.clone());
+            thread::spawn(move || {
+                while generator.stats().sequence_exhausted == 0 {
+                    thread::yield_now();
+                }
+                clock.advance(1);
+            })
+        };
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        ticker.join().unwrap();
+        for uuids in [&a, &b] {
+            assert!(uuids.windows(2).all(|w| w[0] < w[1]), "{uuids:?}");
+        }
+        let mut all: Vec<(u64, u64)> = a
+            .iter()
+            .chain(&b)
+            .map(|&uuid| (uuid.unix_ms(), uuid_counter(uuid, 2)))
+            .collect();
+        all.sort();
+        // Three in the first millisecond (seed 1, then 2 and 3), the fourth seeded anew.
+        assert_eq!(all, [(T0, 1), (T0, 2), (T0, 3), (T0 + 1, 1)]);
     });
 }

@@ -131,6 +131,13 @@ pub enum Error {
         /// What the operating system said.
         reason: String,
     },
+    /// The operating system's random source failed while seeding the random bits of a
+    /// UUIDv7 or ULID; nothing was issued. Transient as far as the operating system is.
+    #[error("the operating system's random source failed: {reason}")]
+    RandomSource {
+        /// What the operating system said.
+        reason: String,
+    },
     /// A batch so large that its vector cannot be allocated.
     #[error("a batch of {requested} IDs cannot be allocated")]
     BatchTooLarge {

@@ -1,5 +1,6 @@
 //! The generator: one packed atomic state advanced by compare-and-swap. This file holds the
-//! crate's only CAS loop; the decisions it applies live in [`crate::state`].
+//! crate's only CAS loop, [`Core::reserve`], shared by every kind of ID; the decisions it
+//! applies live in [`crate::state`].
 
 use std::fmt;
 
@@ -35,27 +36,109 @@ pub const DEFAULT_CLOCK_BACK_TOLERANCE_MS: u64 = 10;
 /// # Ok::<(), idgen::Error>(())
 /// ```
 pub struct Generator<C: Clock = DefaultClock> {
+    core: Core<C, Node>,
+    /// The ID this generator was resumed after, if any: part of its high-water mark.
+    resumed_after: Option<Id>,
+}
+
+/// What every kind of ID shares: the packed (millisecond, sequence) state, the rules of its
+/// transition, the clock, what the kind checks besides the clock, and the slow-path
+/// counters. [`Core::reserve`] is the crate's only CAS loop; the Snowflake [`Generator`]
+/// and the 128-bit kinds (`counted.rs`) are thin layers over it.
+pub(crate) struct Core<C, G> {
     /// The next free (millisecond, sequence) slot: see `state.rs`. On a cache line of its own,
     /// so that neither the read-only fields below nor neighbouring data ping-pong with it.
     state: CachePadded<AtomicU64>,
-    /// `rules`' common case, checked by `next_id` before anything else.
+    /// `rules`' common case, checked by [`Core::try_issue_one`] before anything else.
     fast: FastPath,
     rules: Rules,
-    /// The node this generator issues as and its ceiling, packed (see [`Tenure`]). Only a
-    /// lease keeper writes it, and rarely, so it sits with the read-only fields: one line
+    epoch_unix_ms: u64,
+    clock: C,
+    /// Read with every read of the state, so it sits with the read-only fields: one line
     /// serves the whole fast path.
+    gate: G,
+    counters: CachePadded<Counters>,
+}
+
+/// What a kind checks besides the clock before it takes slots. `read` runs after every read
+/// of the state and `admit` before every swap, on the reading that goes with the state (see
+/// [`Core::reserve`]). The 128-bit kinds check nothing: `()`.
+pub(crate) trait Gate {
+    type Pass: Copy;
+    fn read(&self) -> Self::Pass;
+    fn admit(&self, pass: Self::Pass, first_slot: u64) -> Result<(), Error>;
+}
+
+impl Gate for () {
+    type Pass = ();
+
+    #[inline]
+    fn read(&self) {}
+
+    #[inline]
+    fn admit(&self, _: (), _: u64) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// The Snowflake generator's gate: the node it issues as, its lease ceiling, and how a slot
+/// becomes an ID on that node.
+struct Node {
+    /// The node and its ceiling, packed (see [`Tenure`]). Only a lease keeper writes it, and
+    /// rarely.
     tenure: AtomicU64,
+    sequence_bits: u32,
     /// Where the time field starts in an ID.
     time_shift: u32,
     /// The datacenter and worker fields of an ID, in place.
     node_mask: u64,
     sequence_mask: u64,
-    epoch_unix_ms: u64,
-    clock: C,
     layout: Layout,
-    /// The ID this generator was resumed after, if any: part of its high-water mark.
-    resumed_after: Option<Id>,
-    counters: CachePadded<Counters>,
+}
+
+impl Gate for Node {
+    type Pass = Tenure;
+
+    #[inline]
+    fn read(&self) -> Tenure {
+        Tenure(self.tenure.load(Ordering::Acquire))
+    }
+
+    #[inline]
+    fn admit(&self, tenure: Tenure, first_slot: u64) -> Result<(), Error> {
+        if tenure.allows(self.compose(first_slot, tenure).as_u64()) {
+            Ok(())
+        } else {
+            Err(self.lease_expired(tenure))
+        }
+    }
+}
+
+impl Node {
+    /// The ID for a packed slot on the tenure's node.
+    #[inline]
+    fn compose(&self, slot: u64, tenure: Tenure) -> Id {
+        let elapsed_ms = slot >> self.sequence_bits;
+        Id::from_raw(
+            (elapsed_ms << self.time_shift)
+                | tenure.node_bits(self.node_mask)
+                | (slot & self.sequence_mask),
+        )
+    }
+
+    fn node_fields(&self, tenure: Tenure) -> (u64, u64) {
+        let node = tenure.node_bits(self.node_mask) >> self.sequence_bits;
+        (
+            node >> self.layout.worker_bits(),
+            node & self.layout.max_worker(),
+        )
+    }
+
+    #[cold]
+    fn lease_expired(&self, tenure: Tenure) -> Error {
+        let (datacenter, worker) = self.node_fields(tenure);
+        Error::LeaseExpired { datacenter, worker }
+    }
 }
 
 /// Slow-path events, counted where they happen; the fast path never touches them.
@@ -107,7 +190,7 @@ impl std::ops::Add for Stats {
 
 /// Whether a call may wait for the clock.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Waiting {
+pub(crate) enum Waiting {
     Allowed,
     Refused,
 }
@@ -115,9 +198,28 @@ enum Waiting {
 /// Where the builder gets its clock: the default is only built if none was given, because
 /// the first `quanta::Clock` of a process calibrates.
 #[derive(Clone)]
-enum ClockSource<C> {
+pub(crate) enum ClockSource<C> {
     Default(fn() -> C),
     Given(C),
+}
+
+impl<C> ClockSource<C> {
+    /// The clock given, or the default built now.
+    pub(crate) fn into_clock(self) -> C {
+        match self {
+            ClockSource::Default(make) => make(),
+            ClockSource::Given(clock) => clock,
+        }
+    }
+}
+
+impl<C: fmt::Debug> fmt::Debug for ClockSource<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClockSource::Default(_) => f.write_str("default"),
+            ClockSource::Given(clock) => clock.fmt(f),
+        }
+    }
 }
 
 /// Where a resumed generator starts: everything up to this was issued by an earlier holder.
@@ -263,10 +365,7 @@ impl<C: Clock> Builder<C> {
                 return Err(Error::FieldOutOfRange { field, value, max });
             }
         }
-        let clock = match self.clock {
-            ClockSource::Default(make) => make(),
-            ClockSource::Given(clock) => clock,
-        };
+        let clock = self.clock.into_clock();
         let now_unix_ms = clock.now_unix_ms();
         layout.check_epoch(now_unix_ms)?;
         if now_unix_ms > layout.last_unix_ms() {
@@ -286,28 +385,20 @@ impl<C: Clock> Builder<C> {
             tolerance_ms: self.tolerance_ms,
             borrow_ms: self.borrow_ms,
         };
-        Ok(Generator {
-            state: CachePadded::new(AtomicU64::new(next_free)),
+        let node = Node {
             tenure: AtomicU64::new(tenure.0),
-            fast: rules.fast_path(),
-            rules,
+            sequence_bits: layout.sequence_bits(),
             time_shift: layout.time_shift(),
             node_mask: ((1 << layout.time_shift()) - 1) & !layout.max_sequence(),
             sequence_mask: layout.max_sequence(),
-            epoch_unix_ms: layout.epoch_unix_ms(),
-            clock,
             layout,
+        };
+        Ok(Generator {
+            core: Core::new(rules, layout.epoch_unix_ms(), clock, node, next_free),
             resumed_after: match self.mark {
                 Some(Mark::Id(id)) => Some(id),
                 _ => None,
             },
-            counters: CachePadded::new(Counters {
-                sequence_exhausted: AtomicU64::new(0),
-                clock_behind: AtomicU64::new(0),
-                refused_clock_behind: AtomicU64::new(0),
-                refused_lease: AtomicU64::new(0),
-                refused_time_exhausted: AtomicU64::new(0),
-            }),
         })
     }
 }
@@ -358,25 +449,14 @@ impl<C: Clock> Generator<C> {
     /// gap), because the fast path checks the ceiling after its compare-and-swap.
     #[inline]
     pub fn next_id(&self) -> Result<Id, Error> {
-        // One attempt of the CAS loop, small enough to inline into the caller; anything
-        // but a clean `Issue` won on the first swap goes through the full loop.
-        // The state first, then the tenure: see `reserve`.
-        let state = self.state.load(Ordering::Acquire);
-        let tenure = self.tenure();
-        // A reading before the epoch wraps to a huge value, which the fast path defers.
-        let now_ms = self.clock.recent_unix_ms().wrapping_sub(self.epoch_unix_ms);
-        if let Some(first) = self.fast.issue_one(state, now_ms)
-            && self
-                .state
-                .compare_exchange_weak(state, first + 1, Ordering::Release, Ordering::Acquire)
-                .is_ok()
-        {
-            let id = self.compose(first, tenure);
+        // Snowflake sequences start at 0 in every millisecond.
+        if let Some((first, tenure)) = self.core.try_issue_one(|| 0) {
+            let id = self.node().compose(first, tenure);
             if tenure.allows(id.as_u64()) {
                 return Ok(id);
             }
             // Past the ceiling: the slot just taken is left unused (a gap, never an ID).
-            return Err(self.refuse_lease(tenure));
+            return Err(self.core.refuse(self.node().lease_expired(tenure)));
         }
         self.next_id_slow()
     }
@@ -384,15 +464,15 @@ impl<C: Clock> Generator<C> {
     #[cold]
     #[inline(never)]
     fn next_id_slow(&self) -> Result<Id, Error> {
-        let (first, _, tenure) = self.reserve(1, Waiting::Allowed)?;
-        Ok(self.compose(first, tenure))
+        let (first, _, tenure) = self.core.reserve(1, Waiting::Allowed, 0)?;
+        Ok(self.node().compose(first, tenure))
     }
 
     /// As [`Generator::next_id`], but never waits: where it would, it returns
     /// [`Error::WouldBlock`] with the time to wait. For event loops that must not block.
     pub fn try_next_id(&self) -> Result<Id, Error> {
-        let (first, _, tenure) = self.reserve(1, Waiting::Refused)?;
-        Ok(self.compose(first, tenure))
+        let (first, _, tenure) = self.core.reserve(1, Waiting::Refused, 0)?;
+        Ok(self.node().compose(first, tenure))
     }
 
     /// `n` IDs in increasing order.
@@ -431,179 +511,30 @@ impl<C: Clock> Generator<C> {
 
     /// Reserves `n` slots, millisecond by millisecond, handing each run of IDs to `sink`.
     fn reserve_each(&self, n: usize, mut sink: impl FnMut(IdRun)) -> Result<(), Error> {
-        let mut remaining = n as u64;
-        while remaining > 0 {
-            let (first, count, tenure) = self.reserve(remaining, Waiting::Allowed)?;
-            // Inside one millisecond the sequence is the lowest field, so the IDs of a run
-            // are consecutive integers.
-            let first_id = self.compose(first, tenure).as_u64();
-            sink(IdRun {
-                next: first_id,
-                end: first_id + count,
-            });
-            remaining -= count;
-        }
-        Ok(())
-    }
-
-    /// The CAS loop. Reserves between 1 and `want` slots inside one millisecond and returns
-    /// the first slot, the count, and the tenure to compose their IDs with.
-    ///
-    /// # Atomic orderings
-    ///
-    /// Uniqueness needs no ordering at all: every successful compare-and-swap reads the
-    /// latest value in the state's modification order and replaces it with a larger one, so
-    /// no two calls can reserve the same slot. Acquire on every load of the state and
-    /// Release on every successful swap add one promise: a thread that sees a state built
-    /// from a clock reading also sees that reading, so with a clock whose readings are
-    /// ordered through memory (`ManualClock`, `MonotonicClock`'s catch-up) a call never
-    /// mistakes another thread's fresher reading for the clock moving backwards.
-    ///
-    /// The tenure is read after the state, every time the state is read; the ceiling check
-    /// and the IDs use the reading that goes with the state swapped. A
-    /// keeper that gives this generator a new node first cuts the old ceiling to 0, then
-    /// moves the state into a fresh millisecond past the new node's mark (a swap that always
-    /// changes it), then publishes the new tenure with Release. So a call that sees the new
-    /// node can only win a swap on the moved state (the publication happened after the
-    /// move, and the swap after the reading); a call that read the old tenure after a state
-    /// from before the move can only win a swap on that state, before the move (its ID then lies below the fresh millisecond, and
-    /// below the old ceiling, which lies below the mark the old node's next holder starts
-    /// after); and every read of the tenure after the moved state sees ceiling 0 or the new
-    /// node.
-    #[inline]
-    fn reserve(&self, want: u64, waiting: Waiting) -> Result<(u64, u64, Tenure), Error> {
-        let mut backoff = Backoff::new();
-        let mut counted = false;
-        // The fast path decides on the clock's cheap reading; anything but `Issue` is decided
-        // again on the precise one, so a lagging reading never makes a call wait or fail.
-        let mut precise = false;
-        let mut state = self.state.load(Ordering::Acquire);
-        let mut tenure = self.tenure();
-        loop {
-            // Read the clock after the state, so the reading is at least as fresh as the
-            // one the state was built from.
-            let unix_ms = if precise {
-                self.clock.now_unix_ms()
-            } else {
-                self.clock.recent_unix_ms()
-            };
-            let Some(now_ms) = unix_ms.checked_sub(self.epoch_unix_ms) else {
-                if !precise {
-                    precise = true;
-                    continue;
-                }
-                return Err(self.refuse(Error::BeforeEpoch {
-                    unix_ms,
-                    epoch_unix_ms: self.epoch_unix_ms,
-                }));
-            };
-            let (first, next, behind) = match self.rules.advance(state, now_ms, want) {
-                Step::Issue { first, next } => (first, next, false),
-                _ if !precise => {
-                    precise = true;
-                    continue;
-                }
-                Step::IssueBehind { first, next } => (first, next, true),
-                Step::Wait {
-                    until_ms,
-                    clock_behind,
-                } => {
-                    if !counted {
-                        counted = true;
-                        let counter = if clock_behind {
-                            &self.counters.clock_behind
-                        } else {
-                            &self.counters.sequence_exhausted
-                        };
-                        counter.fetch_add(1, Ordering::Relaxed);
-                    }
-                    if waiting == Waiting::Refused {
-                        return Err(Error::WouldBlock {
-                            wait_ms: until_ms - now_ms,
-                        });
-                    }
-                    backoff.snooze();
-                    state = self.state.load(Ordering::Acquire);
-                    tenure = self.tenure();
-                    continue;
-                }
-                Step::ClockBehind { behind_ms } => {
-                    return Err(self.refuse(Error::ClockMovedBackwards { behind_ms }));
-                }
-                Step::Exhausted => {
-                    return Err(self.refuse(Error::TimeExhausted {
-                        last_unix_ms: self.layout.last_unix_ms(),
-                    }));
-                }
-            };
-            if !tenure.allows(self.compose(first, tenure).as_u64()) {
-                // A fresher reading only lies further past the ceiling.
-                return Err(self.refuse_lease(tenure));
-            }
-            match self.state.compare_exchange_weak(
-                state,
-                next,
-                Ordering::Release,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    if behind && !counted {
-                        self.counters.clock_behind.fetch_add(1, Ordering::Relaxed);
-                    }
-                    return Ok((first, next - first, tenure));
-                }
-                Err(actual) => {
-                    state = actual;
-                    // The state may have moved because the node did (see `move_to`).
-                    tenure = self.tenure();
-                    backoff.spin();
-                }
-            }
-        }
-    }
-
-    #[cold]
-    fn refuse_lease(&self, tenure: Tenure) -> Error {
-        let (datacenter, worker) = self.node_fields(tenure);
-        self.refuse(Error::LeaseExpired { datacenter, worker })
-    }
-
-    /// Counts a refusal under its reason and returns it.
-    #[cold]
-    fn refuse(&self, error: Error) -> Error {
-        let counters = &self.counters;
-        let counter = match error {
-            Error::LeaseExpired { .. } => &counters.refused_lease,
-            Error::TimeExhausted { .. } => &counters.refused_time_exhausted,
-            // The only others: `ClockMovedBackwards` and `BeforeEpoch`.
-            _ => &counters.refused_clock_behind,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        error
-    }
-
-    /// The ID for a packed slot on the tenure's node.
-    #[inline]
-    fn compose(&self, slot: u64, tenure: Tenure) -> Id {
-        let elapsed_ms = slot >> self.rules.sequence_bits;
-        Id::from_raw(
-            (elapsed_ms << self.time_shift)
-                | tenure.node_bits(self.node_mask)
-                | (slot & self.sequence_mask),
+        self.core.reserve_runs(
+            n,
+            || Ok(0),
+            |first, count, tenure| {
+                // Inside one millisecond the sequence is the lowest field, so the IDs of a
+                // run are consecutive integers.
+                let first_id = self.node().compose(first, tenure).as_u64();
+                sink(IdRun {
+                    next: first_id,
+                    end: first_id + count,
+                });
+                Ok(())
+            },
         )
+    }
+
+    #[inline]
+    fn node(&self) -> &Node {
+        &self.core.gate
     }
 
     #[inline]
     fn tenure(&self) -> Tenure {
-        Tenure(self.tenure.load(Ordering::Acquire))
-    }
-
-    fn node_fields(&self, tenure: Tenure) -> (u64, u64) {
-        let node = tenure.node_bits(self.node_mask) >> self.rules.sequence_bits;
-        (
-            node >> self.layout.worker_bits(),
-            node & self.layout.max_worker(),
-        )
+        self.node().read()
     }
 
     /// Lets the generator issue IDs as `(datacenter, worker)` in milliseconds before
@@ -612,11 +543,12 @@ impl<C: Clock> Generator<C> {
     /// new worker number (through [`Generator::move_to`]).
     pub(crate) fn set_tenure(&self, datacenter: u64, worker: u64, ceiling_unix_ms: u64) {
         let ceiling_ms = ceiling_unix_ms
-            .saturating_sub(self.epoch_unix_ms)
-            .min(self.rules.max_elapsed_ms + 1);
-        let node_bits = self.layout.node_bits(datacenter, worker);
-        self.tenure.store(
-            Tenure::new(ceiling_ms, node_bits, self.time_shift).0,
+            .saturating_sub(self.core.epoch_unix_ms)
+            .min(self.core.rules.max_elapsed_ms + 1);
+        let node = self.node();
+        let node_bits = node.layout.node_bits(datacenter, worker);
+        node.tenure.store(
+            Tenure::new(ceiling_ms, node_bits, node.time_shift).0,
             Ordering::Release,
         );
     }
@@ -624,13 +556,13 @@ impl<C: Clock> Generator<C> {
     #[cfg(not(idgen_loom))]
     /// The first Unix millisecond in which this generator may no longer issue an ID.
     pub(crate) fn ceiling_unix_ms(&self) -> u64 {
-        self.epoch_unix_ms + self.tenure().ceiling_ms(self.time_shift)
+        self.core.epoch_unix_ms + self.tenure().ceiling_ms(self.node().time_shift)
     }
 
     /// Moves the generator to another worker number whose previous holder's IDs are all
     /// dated at or before `past_unix_ms`: first the state past that mark and into a
-    /// millisecond of its own, then (Release) the new node with its ceiling. See `reserve`
-    /// for why this order is enough.
+    /// millisecond of its own, then (Release) the new node with its ceiling. See
+    /// [`Core::reserve`] for why this order is enough.
     ///
     /// The fresh millisecond matters when the new node is a lower number: inside one
     /// millisecond a lower node's IDs sort below a higher node's, so going on in the
@@ -646,27 +578,12 @@ impl<C: Clock> Generator<C> {
         past_unix_ms: u64,
         ceiling_unix_ms: u64,
     ) -> Result<(), Error> {
-        let floor = first_slot_after(&self.layout, 0, Mark::UnixMs(past_unix_ms))?;
-        let bits = self.rules.sequence_bits;
+        let floor = first_slot_after(&self.node().layout, 0, Mark::UnixMs(past_unix_ms))?;
         // Nothing more as the old node (the keeper has done this already when a number was
-        // lost): a call that reads the tenure after the swap below sees at least this.
-        let (old_datacenter, old_worker) = self.node_fields(self.tenure());
+        // lost): a call that reads the tenure after the move below sees at least this.
+        let (old_datacenter, old_worker) = self.node().node_fields(self.tenure());
         self.set_tenure(old_datacenter, old_worker, 0);
-        let mut state = self.state.load(Ordering::Acquire);
-        loop {
-            // The first slot of the millisecond after the last one used (a state whose
-            // sequence is 0 has used nothing of its millisecond yet).
-            // Always a change: a call that read the tenure before the move and the state
-            // before this swap then fails its own swap, and reads the tenure again.
-            let next = (((state >> bits) + 1) << bits).max(floor);
-            match self
-                .state
-                .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => break,
-                Err(actual) => state = actual,
-            }
-        }
+        self.core.move_to_fresh_ms(floor);
         self.set_tenure(datacenter, worker, ceiling_unix_ms);
         Ok(())
     }
@@ -698,40 +615,271 @@ impl<C: Clock> Generator<C> {
     /// generator built with no resume mark at all.
     pub fn high_water_mark(&self) -> Option<Id> {
         let tenure = self.tenure();
-        let next_free = self.state.load(Ordering::Acquire);
-        let used = next_free
-            .checked_sub(1)
-            .map(|slot| self.compose(slot, tenure));
+        let used = self
+            .core
+            .last_used_slot()
+            .map(|slot| self.node().compose(slot, tenure));
         used.max(self.resumed_after)
     }
 
     /// Splits an ID of this generator's layout into its fields.
     pub fn decode(&self, id: Id) -> IdParts {
-        self.layout.decode(id)
+        self.node().layout.decode(id)
     }
 
     /// The layout.
     pub fn layout(&self) -> &Layout {
-        &self.layout
+        &self.node().layout
     }
 
     /// The datacenter number (for a leased generator: of the lease held now).
     pub fn datacenter(&self) -> u64 {
-        self.node_fields(self.tenure()).0
+        self.node().node_fields(self.tenure()).0
     }
 
     /// The worker number (for a leased generator: of the lease held now).
     pub fn worker(&self) -> u64 {
-        self.node_fields(self.tenure()).1
+        self.node().node_fields(self.tenure()).1
     }
 
     /// The clock.
     pub fn clock(&self) -> &C {
-        &self.clock
+        &self.core.clock
     }
 
     /// The slow-path counters so far.
     pub fn stats(&self) -> Stats {
+        self.core.stats()
+    }
+}
+
+impl<C: Clock, G: Gate> Core<C, G> {
+    pub(crate) fn new(rules: Rules, epoch_unix_ms: u64, clock: C, gate: G, next_free: u64) -> Self {
+        Core {
+            state: CachePadded::new(AtomicU64::new(next_free)),
+            fast: rules.fast_path(),
+            rules,
+            epoch_unix_ms,
+            clock,
+            gate,
+            counters: CachePadded::new(Counters {
+                sequence_exhausted: AtomicU64::new(0),
+                clock_behind: AtomicU64::new(0),
+                refused_clock_behind: AtomicU64::new(0),
+                refused_lease: AtomicU64::new(0),
+                refused_time_exhausted: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// One attempt at the common case, small enough to inline into the caller: the slot
+    /// and the gate's reading when the fast path applies and the first swap is won,
+    /// `None` for [`Core::reserve`] to decide. A new millisecond starts at slot `seed()`
+    /// (called only then). The gate's check is left to the caller, after the swap.
+    #[inline]
+    pub(crate) fn try_issue_one(&self, seed: impl FnOnce() -> u64) -> Option<(u64, G::Pass)> {
+        // The state first, then the gate: see `reserve`.
+        let state = self.state.load(Ordering::Acquire);
+        let pass = self.gate.read();
+        // A reading before the epoch wraps to a huge value, which the fast path defers.
+        let now_ms = self.clock.recent_unix_ms().wrapping_sub(self.epoch_unix_ms);
+        let first = self.fast.issue_one(state, now_ms, seed)?;
+        self.state
+            .compare_exchange_weak(state, first + 1, Ordering::Release, Ordering::Acquire)
+            .ok()?;
+        Some((first, pass))
+    }
+
+    /// Reserves `n` slots, millisecond by millisecond, handing each run (first slot, count,
+    /// gate reading) to `sink`; a new millisecond starts at the slot `seed` gives for it.
+    pub(crate) fn reserve_runs(
+        &self,
+        n: usize,
+        mut seed: impl FnMut() -> Result<u64, Error>,
+        mut sink: impl FnMut(u64, u64, G::Pass) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut remaining = n as u64;
+        while remaining > 0 {
+            let (first, count, pass) = self.reserve(remaining, Waiting::Allowed, seed()?)?;
+            sink(first, count, pass)?;
+            remaining -= count;
+        }
+        Ok(())
+    }
+
+    /// The CAS loop. Reserves between 1 and `want` slots inside one millisecond and returns
+    /// the first slot, the count, and the gate's reading that admitted them. A millisecond
+    /// nothing was issued in starts at slot `seed` (see `state.rs`).
+    ///
+    /// # Atomic orderings
+    ///
+    /// Uniqueness needs no ordering at all: every successful compare-and-swap reads the
+    /// latest value in the state's modification order and replaces it with a larger one, so
+    /// no two calls can reserve the same slot. Acquire on every load of the state and
+    /// Release on every successful swap add one promise: a thread that sees a state built
+    /// from a clock reading also sees that reading, so with a clock whose readings are
+    /// ordered through memory (`ManualClock`, `MonotonicClock`'s catch-up) a call never
+    /// mistakes another thread's fresher reading for the clock moving backwards.
+    ///
+    /// The gate (the Snowflake generator's tenure) is read after the state, every time the
+    /// state is read; the check and the IDs use the reading that goes with the state
+    /// swapped. A keeper that gives a generator a new node first cuts the old ceiling to 0,
+    /// then moves the state into a fresh millisecond past the new node's mark (a swap that
+    /// always changes it), then publishes the new tenure with Release. So a call that sees
+    /// the new node can only win a swap on the moved state (the publication happened after
+    /// the move, and the swap after the reading); a call that read the old tenure after a
+    /// state from before the move can only win a swap on that state, before the move (its
+    /// ID then lies below the fresh millisecond, and below the old ceiling, which lies below
+    /// the mark the old node's next holder starts after); and every read of the tenure after
+    /// the moved state sees ceiling 0 or the new node.
+    #[inline]
+    pub(crate) fn reserve(
+        &self,
+        want: u64,
+        waiting: Waiting,
+        seed: u64,
+    ) -> Result<(u64, u64, G::Pass), Error> {
+        let mut backoff = Backoff::new();
+        let mut counted = false;
+        // The fast path decides on the clock's cheap reading; anything but `Issue` is decided
+        // again on the precise one, so a lagging reading never makes a call wait or fail.
+        let mut precise = false;
+        let mut state = self.state.load(Ordering::Acquire);
+        let mut pass = self.gate.read();
+        loop {
+            // Read the clock after the state, so the reading is at least as fresh as the
+            // one the state was built from.
+            let unix_ms = if precise {
+                self.clock.now_unix_ms()
+            } else {
+                self.clock.recent_unix_ms()
+            };
+            let Some(now_ms) = unix_ms.checked_sub(self.epoch_unix_ms) else {
+                if !precise {
+                    precise = true;
+                    continue;
+                }
+                return Err(self.refuse(Error::BeforeEpoch {
+                    unix_ms,
+                    epoch_unix_ms: self.epoch_unix_ms,
+                }));
+            };
+            let (first, next, behind) = match self.rules.advance(state, now_ms, want, seed) {
+                Step::Issue { first, next } => (first, next, false),
+                _ if !precise => {
+                    precise = true;
+                    continue;
+                }
+                Step::IssueBehind { first, next } => (first, next, true),
+                Step::Wait {
+                    until_ms,
+                    clock_behind,
+                } => {
+                    if !counted {
+                        counted = true;
+                        let counter = if clock_behind {
+                            &self.counters.clock_behind
+                        } else {
+                            &self.counters.sequence_exhausted
+                        };
+                        counter.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if waiting == Waiting::Refused {
+                        return Err(Error::WouldBlock {
+                            wait_ms: until_ms - now_ms,
+                        });
+                    }
+                    backoff.snooze();
+                    state = self.state.load(Ordering::Acquire);
+                    pass = self.gate.read();
+                    continue;
+                }
+                Step::ClockBehind { behind_ms } => {
+                    return Err(self.refuse(Error::ClockMovedBackwards { behind_ms }));
+                }
+                Step::Exhausted => {
+                    return Err(self.refuse(Error::TimeExhausted {
+                        last_unix_ms: self.epoch_unix_ms + self.rules.max_elapsed_ms,
+                    }));
+                }
+            };
+            // A fresher reading only lies further past a ceiling.
+            self.gate
+                .admit(pass, first)
+                .map_err(|error| self.refuse(error))?;
+            match self.state.compare_exchange_weak(
+                state,
+                next,
+                Ordering::Release,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    if behind && !counted {
+                        self.counters.clock_behind.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Ok((first, next - first, pass));
+                }
+                Err(actual) => {
+                    state = actual;
+                    // The state may have moved because the node did (see `move_to_fresh_ms`).
+                    pass = self.gate.read();
+                    backoff.spin();
+                }
+            }
+        }
+    }
+
+    /// Moves the state to the first slot of the millisecond after the last one used (a
+    /// state whose sequence is 0 has used nothing of its millisecond yet), or to `floor` if
+    /// that is later. Always a change: a call that read the gate before the move and the
+    /// state before this swap then fails its own swap, and reads the gate again.
+    pub(crate) fn move_to_fresh_ms(&self, floor: u64) {
+        let bits = self.rules.sequence_bits;
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            let next = (((state >> bits) + 1) << bits).max(floor);
+            match self
+                .state
+                .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    /// The last slot issued, reserved or skipped, if any.
+    pub(crate) fn last_used_slot(&self) -> Option<u64> {
+        self.state.load(Ordering::Acquire).checked_sub(1)
+    }
+
+    /// Counts a refusal under its reason and returns it.
+    #[cold]
+    pub(crate) fn refuse(&self, error: Error) -> Error {
+        let counters = &self.counters;
+        let counter = match error {
+            Error::LeaseExpired { .. } => &counters.refused_lease,
+            Error::TimeExhausted { .. } => &counters.refused_time_exhausted,
+            // The only others: `ClockMovedBackwards` and `BeforeEpoch`.
+            _ => &counters.refused_clock_behind,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        error
+    }
+
+    pub(crate) fn sequence_bits(&self) -> u32 {
+        self.rules.sequence_bits
+    }
+
+    pub(crate) fn epoch_unix_ms(&self) -> u64 {
+        self.epoch_unix_ms
+    }
+
+    pub(crate) fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
         let counters = &*self.counters;
         let refused_clock_behind = counters.refused_clock_behind.load(Ordering::Relaxed);
         let refused_lease = counters.refused_lease.load(Ordering::Relaxed);
@@ -775,11 +923,11 @@ impl ExactSizeIterator for IdRun {}
 impl<C: Clock + fmt::Debug> fmt::Debug for Generator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Generator")
-            .field("layout", &self.layout)
+            .field("layout", self.layout())
             .field("datacenter", &self.datacenter())
             .field("worker", &self.worker())
             .field("high_water_mark", &self.high_water_mark())
-            .field("clock", &self.clock)
+            .field("clock", self.clock())
             .field("stats", &self.stats())
             .finish()
     }
@@ -787,15 +935,11 @@ impl<C: Clock + fmt::Debug> fmt::Debug for Generator<C> {
 
 impl<C: fmt::Debug> fmt::Debug for Builder<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let clock: &dyn fmt::Debug = match &self.clock {
-            ClockSource::Default(_) => &"default",
-            ClockSource::Given(clock) => clock,
-        };
         f.debug_struct("Builder")
             .field("layout", &self.layout)
             .field("datacenter", &self.datacenter)
             .field("worker", &self.worker)
-            .field("clock", clock)
+            .field("clock", &self.clock)
             .field("clock_back_tolerance_ms", &self.tolerance_ms)
             .field("borrow_ahead_ms", &self.borrow_ms)
             .field("resume_after", &self.mark)

@@ -118,17 +118,20 @@
 
 mod backoff;
 mod clock;
+mod counted;
 mod error;
 mod generator;
 mod id;
 mod layout;
 #[cfg(not(idgen_loom))]
 pub mod lease;
+mod random;
 mod recent_clock;
 #[cfg(not(idgen_loom))]
 mod sharded;
 mod state;
 mod sync;
+mod ulid;
 mod uuid7;
 
 /// Under loom the default clock is the plain [`MonotonicClock`]: loom runs no real threads.
@@ -137,6 +140,10 @@ pub use clock::MonotonicClock as DefaultClock;
 pub use clock::{
     Clock, ManualClock, MonotonicClock, SystemClock, WALL_CHECK_INTERVAL_MS, WALL_SMALL_STEP_MS,
     WALL_STEP_CONFIRM_MS,
+};
+pub use counted::{
+    COUNTED_EPOCH_UNIX_MS, COUNTED_TIME_BITS, COUNTER_BITS, CountedBuilder, CountedGenerator,
+    CountedId,
 };
 pub use error::{Error, Field, ParseIdError};
 pub use generator::{Builder, DEFAULT_CLOCK_BACK_TOLERANCE_MS, Generator, Stats};
@@ -150,7 +157,8 @@ pub use recent_clock::CachedReading;
 pub use recent_clock::{DEFAULT_CLOCK_IDLE, DefaultClock, RECENT_CLOCK_INTERVAL, RecentClock};
 #[cfg(not(idgen_loom))]
 pub use sharded::{ShardedBuilder, ShardedGenerator};
-pub use uuid7::{ParseUuid7Error, Uuid7};
+pub use ulid::{ParseUlidError, Ulid, UlidGenerator};
+pub use uuid7::{ParseUuid7Error, Uuid7, Uuid7Generator};
 
 #[doc = include_str!("../docs/design.md")]
 pub mod design {

@@ -6,6 +6,17 @@
 //! "millisecond used up: next millisecond, sequence 0" are both plain `+ 1`, and the state
 //! only ever grows. `0` is a valid start: nothing issued yet.
 //!
+//! Every kind of ID runs on this one state. They differ in where a new millisecond starts
+//! its sequence, the `seed` the caller passes: Snowflake IDs start at 0; UUIDv7 and ULID
+//! start their counter at random bits with the top bit clear (RFC 9562, section 6.2,
+//! method 1), so that it can still count within the millisecond. A seed only applies when
+//! the state has issued nothing in the clock's millisecond yet; a millisecond already
+//! started goes on from its next slot, whoever seeded it.
+//!
+//! The arithmetic needs `(max_elapsed_ms + 1) << sequence_bits` to fit in a `u64`: the
+//! Snowflake layouts keep time and sequence within 63 bits, the 128-bit kinds spend 64 bits
+//! and keep their last millisecond out of use instead.
+//!
 //! [`Rules::advance`] decides, from a state and a clock reading, what one attempt does. It
 //! takes time as an argument and touches no atomics, so it is tested exhaustively without
 //! threads or clocks; the compare-and-swap loop in `generator.rs` only applies its verdict.
@@ -43,15 +54,16 @@ pub(crate) struct Rules {
 impl Rules {
     /// The verdict for reserving up to `want` (at least 1) slots from `next_free` when the
     /// clock reads `now_ms` milliseconds since the epoch. At most the rest of one millisecond
-    /// is reserved at once.
+    /// is reserved at once. A millisecond nothing was issued in starts at sequence `seed`
+    /// (below `2^sequence_bits`).
     #[inline]
-    pub(crate) fn advance(&self, next_free: u64, now_ms: u64, want: u64) -> Step {
+    pub(crate) fn advance(&self, next_free: u64, now_ms: u64, want: u64, seed: u64) -> Step {
         if now_ms > self.max_elapsed_ms {
             return Step::Exhausted;
         }
         let bits = self.sequence_bits;
-        // No shift overflows: now_ms < 2^time_bits and time_bits + bits <= 63.
-        let start = next_free.max(now_ms << bits);
+        // No shift overflows: (max_elapsed_ms + 1) << bits fits (see the module docs).
+        let start = first_slot(next_free, now_ms << bits, seed);
         let start_ms = start >> bits;
         let allowed_ms = now_ms.saturating_add(self.borrow_ms);
         if start_ms <= allowed_ms {
@@ -116,7 +128,7 @@ impl Rules {
         FastPath {
             sequence_bits: bits,
             until_ms: self.max_elapsed_ms - self.borrow_ms,
-            // Fits: borrow_ms + 1 <= max_elapsed_ms < 2^time_bits, time_bits + bits <= 63.
+            // Fits: borrow_ms + 1 <= max_elapsed_ms, and (max_elapsed_ms + 1) << bits fits.
             window: (self.borrow_ms + 1) << bits,
         }
     }
@@ -130,6 +142,17 @@ impl Rules {
         }
         let end_of_ms = ((start >> self.sequence_bits) + 1) << self.sequence_bits;
         start + want.min(end_of_ms - start)
+    }
+}
+
+/// The slot a call starts from: the next free one, or, when nothing has been issued in the
+/// clock's millisecond (whose first slot is `floor`), that millisecond's slot `seed`.
+#[inline]
+fn first_slot(next_free: u64, floor: u64, seed: u64) -> u64 {
+    if next_free > floor {
+        next_free
+    } else {
+        floor + seed
     }
 }
 
@@ -154,14 +177,25 @@ pub(crate) struct FastPath {
 
 impl FastPath {
     /// The slot to take from `next_free` when the clock reads `now_ms` (milliseconds since
-    /// the epoch, wrapped if before it), or `None` for the full transition to decide.
+    /// the epoch, wrapped if before it) and a new millisecond starts at `seed()`, or `None`
+    /// for the full transition to decide. `seed` is only called for a new millisecond, so a
+    /// kind that draws its seeds at random pays for the draw once per millisecond.
     #[inline]
-    pub(crate) fn issue_one(&self, next_free: u64, now_ms: u64) -> Option<u64> {
+    pub(crate) fn issue_one(
+        &self,
+        next_free: u64,
+        now_ms: u64,
+        seed: impl FnOnce() -> u64,
+    ) -> Option<u64> {
         if now_ms >= self.until_ms {
             return None;
         }
         let floor = now_ms << self.sequence_bits;
-        let first = next_free.max(floor);
+        let first = if next_free > floor {
+            next_free
+        } else {
+            floor + seed()
+        };
         if first - floor < self.window {
             Some(first)
         } else {
@@ -188,7 +222,7 @@ mod tests {
     #[test]
     fn nothing_issued_starts_at_the_clock_with_sequence_zero() {
         assert_eq!(
-            RULES.advance(0, 7, 1),
+            RULES.advance(0, 7, 1, 0),
             Step::Issue {
                 first: slot(7, 0),
                 next: slot(7, 1)
@@ -199,14 +233,14 @@ mod tests {
     #[test]
     fn same_millisecond_counts_up_and_a_new_one_restarts_at_zero() {
         assert_eq!(
-            RULES.advance(slot(7, 1), 7, 1),
+            RULES.advance(slot(7, 1), 7, 1, 0),
             Step::Issue {
                 first: slot(7, 1),
                 next: slot(7, 2)
             }
         );
         assert_eq!(
-            RULES.advance(slot(7, 2), 9, 1),
+            RULES.advance(slot(7, 2), 9, 1, 0),
             Step::Issue {
                 first: slot(9, 0),
                 next: slot(9, 1)
@@ -217,7 +251,7 @@ mod tests {
     #[test]
     fn a_used_up_millisecond_waits_for_the_next() {
         assert_eq!(
-            RULES.advance(slot(8, 0), 7, 1),
+            RULES.advance(slot(8, 0), 7, 1, 0),
             Step::Wait {
                 until_ms: 8,
                 clock_behind: false
@@ -232,14 +266,14 @@ mod tests {
             ..RULES
         };
         assert_eq!(
-            rules.advance(slot(8, 0), 7, 1),
+            rules.advance(slot(8, 0), 7, 1, 0),
             Step::Issue {
                 first: slot(8, 0),
                 next: slot(8, 1)
             }
         );
         assert_eq!(
-            rules.advance(slot(10, 0), 7, 1),
+            rules.advance(slot(10, 0), 7, 1, 0),
             Step::Wait {
                 until_ms: 8,
                 clock_behind: false
@@ -250,7 +284,7 @@ mod tests {
     #[test]
     fn a_batch_stops_at_the_end_of_its_millisecond() {
         assert_eq!(
-            RULES.advance(slot(7, 1), 7, 100),
+            RULES.advance(slot(7, 1), 7, 100, 0),
             Step::Issue {
                 first: slot(7, 1),
                 next: slot(8, 0)
@@ -261,14 +295,14 @@ mod tests {
     #[test]
     fn clock_behind_within_tolerance_continues_the_last_millisecond_then_waits() {
         assert_eq!(
-            RULES.advance(slot(20, 2), 17, 1),
+            RULES.advance(slot(20, 2), 17, 1, 0),
             Step::IssueBehind {
                 first: slot(20, 2),
                 next: slot(20, 3)
             }
         );
         assert_eq!(
-            RULES.advance(slot(21, 0), 17, 1),
+            RULES.advance(slot(21, 0), 17, 1, 0),
             Step::Wait {
                 until_ms: 21,
                 clock_behind: true
@@ -279,32 +313,63 @@ mod tests {
     #[test]
     fn clock_behind_beyond_tolerance_is_refused() {
         assert_eq!(
-            RULES.advance(slot(20, 2), 14, 1),
+            RULES.advance(slot(20, 2), 14, 1, 0),
             Step::ClockBehind { behind_ms: 6 }
         );
     }
 
     #[test]
     fn the_end_of_time_is_exhausted_never_wrapped() {
-        assert_eq!(RULES.advance(0, 1001, 1), Step::Exhausted);
+        assert_eq!(RULES.advance(0, 1001, 1, 0), Step::Exhausted);
         assert_eq!(
-            RULES.advance(slot(1000, 3), 1000, 5),
+            RULES.advance(slot(1000, 3), 1000, 5, 0),
             Step::Issue {
                 first: slot(1000, 3),
                 next: slot(1001, 0)
             }
         );
-        assert_eq!(RULES.advance(slot(1001, 0), 1000, 1), Step::Exhausted);
+        assert_eq!(RULES.advance(slot(1001, 0), 1000, 1, 0), Step::Exhausted);
         let borrowing = Rules {
             borrow_ms: 3,
             ..RULES
         };
-        assert_eq!(borrowing.advance(slot(1001, 0), 999, 1), Step::Exhausted);
+        assert_eq!(borrowing.advance(slot(1001, 0), 999, 1, 0), Step::Exhausted);
     }
 
-    /// Every state and reading of a small layout, with and without borrowing: the fast
-    /// path issues exactly where the full transition says `Issue` for one slot (outside
-    /// the last `borrow_ms` milliseconds, where it defers), and the same slot.
+    #[test]
+    fn a_new_millisecond_starts_at_the_seed_and_a_started_one_ignores_it() {
+        // Nothing issued in ms 7 yet (state at its first slot, or below it): the seed.
+        for next_free in [0, slot(5, 3), slot(7, 0)] {
+            assert_eq!(
+                RULES.advance(next_free, 7, 1, 1),
+                Step::Issue {
+                    first: slot(7, 1),
+                    next: slot(7, 2)
+                }
+            );
+        }
+        // Ms 7 started elsewhere with a lower seed: go on from its next slot, not from ours.
+        assert_eq!(
+            RULES.advance(slot(7, 1), 7, 1, 3),
+            Step::Issue {
+                first: slot(7, 1),
+                next: slot(7, 2)
+            }
+        );
+        // A batch from a seed still stops at the end of its millisecond.
+        assert_eq!(
+            RULES.advance(slot(6, 2), 7, 100, 1),
+            Step::Issue {
+                first: slot(7, 1),
+                next: slot(8, 0)
+            }
+        );
+    }
+
+    /// Every state and reading of a small layout, with and without borrowing, with every
+    /// seed a counter may start at: the fast path issues exactly where the full transition
+    /// says `Issue` for one slot (outside the last `borrow_ms` milliseconds, where it
+    /// defers), and the same slot.
     #[test]
     fn the_fast_path_agrees_with_the_full_transition() {
         // 999 is the largest borrow that leaves the fast path one millisecond; from 1000 on
@@ -320,24 +385,28 @@ mod tests {
             };
             let fast = rules.fast_path();
             let end = (RULES.max_elapsed_ms + 2) << sequence_bits;
-            for next_free in 0..end {
-                for now_ms in (0..RULES.max_elapsed_ms + 3).chain([u64::MAX - 1, u64::MAX]) {
-                    let full = rules.advance(next_free, now_ms, 1);
-                    match fast.issue_one(next_free, now_ms) {
-                        Some(first) => assert_eq!(
-                            full,
-                            Step::Issue {
-                                first,
-                                next: first + 1
-                            },
-                            "bits {sequence_bits}, borrow {borrow_ms}, state {next_free}, now {now_ms}"
-                        ),
-                        None => assert!(
-                            !matches!(full, Step::Issue { .. })
-                                || now_ms + borrow_ms >= RULES.max_elapsed_ms,
-                            "deferred an Issue: bits {sequence_bits}, borrow {borrow_ms}, \
-                             state {next_free}, now {now_ms}: {full:?}"
-                        ),
+            // Seeds have their top bit clear.
+            for seed in 0..1 << (sequence_bits - 1) {
+                for next_free in 0..end {
+                    for now_ms in (0..RULES.max_elapsed_ms + 3).chain([u64::MAX - 1, u64::MAX]) {
+                        let full = rules.advance(next_free, now_ms, 1, seed);
+                        match fast.issue_one(next_free, now_ms, || seed) {
+                            Some(first) => assert_eq!(
+                                full,
+                                Step::Issue {
+                                    first,
+                                    next: first + 1
+                                },
+                                "bits {sequence_bits}, borrow {borrow_ms}, seed {seed}, \
+                                 state {next_free}, now {now_ms}"
+                            ),
+                            None => assert!(
+                                !matches!(full, Step::Issue { .. })
+                                    || now_ms + borrow_ms >= RULES.max_elapsed_ms,
+                                "deferred an Issue: bits {sequence_bits}, borrow {borrow_ms}, \
+                                 seed {seed}, state {next_free}, now {now_ms}: {full:?}"
+                            ),
+                        }
                     }
                 }
             }

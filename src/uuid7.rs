@@ -1,8 +1,67 @@
-//! RFC 9562 version 7 UUIDs, as values: 16 bytes whose order is byte order, so UUIDs of
-//! later milliseconds sort after earlier ones. Their generator is built on the crate's core.
+//! RFC 9562 version 7 UUIDs: the value, 16 bytes whose order is byte order, and its
+//! generator, a thin layer over the crate's core (`counted.rs`).
 
 use std::fmt;
 use std::str::FromStr;
+
+use crate::DefaultClock;
+use crate::clock::Clock;
+use crate::counted::{COUNTER_BITS, CountedGenerator, CountedId, sealed};
+use crate::error::Error;
+
+/// Issues RFC 9562 version 7 UUIDs, strictly increasing across all threads, lock-free.
+///
+/// Each UUID carries the Unix millisecond, the version and variant, a 22-bit counter in the
+/// most significant bits of the random fields (RFC 9562, section 6.2, method 1: the 12 bits
+/// of `rand_a` and the top 10 of `rand_b`), seeded with random bits at each new millisecond
+/// and counting up within it, and 52 random bits of its own. See [`CountedGenerator`] for
+/// the builder, the limits and the clock behaviour.
+///
+/// ```
+/// use idgen::Uuid7Generator;
+///
+/// let generator = Uuid7Generator::new()?;
+/// let a = generator.next_uuid()?;
+/// let b = generator.next_uuid()?;
+/// assert!(a < b);
+/// assert!(a.to_string() < b.to_string(), "the text sorts the same way");
+/// let batch = generator.next_uuids(1_000)?;
+/// assert!(batch.windows(2).all(|pair| pair[0] < pair[1]) && b < batch[0]);
+/// # Ok::<(), idgen::Error>(())
+/// ```
+pub type Uuid7Generator<C = DefaultClock> = CountedGenerator<Uuid7, C>;
+
+impl<C: Clock> CountedGenerator<Uuid7, C> {
+    /// The next UUID, greater than every UUID this generator issued before.
+    ///
+    /// Waits (spinning, then yielding) when the millisecond's counter is used up, or when
+    /// the clock is behind the last issued millisecond within the tolerance and its counter
+    /// is used up. Fails with [`Error::ClockMovedBackwards`] when the clock is further
+    /// behind, [`Error::TimeExhausted`] after 2163, and [`Error::RandomSource`] if the
+    /// operating system's random source fails; a failed call issues nothing.
+    #[inline]
+    pub fn next_uuid(&self) -> Result<Uuid7, Error> {
+        self.next()
+    }
+
+    /// As [`next_uuid`](Self::next_uuid), but never waits: where it would, it returns
+    /// [`Error::WouldBlock`].
+    pub fn try_next_uuid(&self) -> Result<Uuid7, Error> {
+        self.try_next()
+    }
+
+    /// `n` UUIDs in increasing order, one compare-and-swap per millisecond spanned. On an
+    /// error the whole batch fails; what it had reserved is never issued (a gap).
+    pub fn next_uuids(&self, n: usize) -> Result<Vec<Uuid7>, Error> {
+        self.next_many(n)
+    }
+
+    /// Fills `out` with UUIDs in increasing order; otherwise as
+    /// [`next_uuids`](Self::next_uuids).
+    pub fn fill_uuids(&self, out: &mut [Uuid7]) -> Result<(), Error> {
+        self.fill(out)
+    }
+}
 
 /// A version 7 UUID (RFC 9562, section 5.7): 48 bits of Unix milliseconds, the version
 /// `0111`, 12 bits, the variant `10`, 62 bits.
@@ -51,7 +110,33 @@ pub enum ParseUuid7Error {
     WrongVariant,
 }
 
+impl sealed::Sealed for Uuid7 {}
+
+impl CountedId for Uuid7 {
+    #[inline]
+    fn from_counted(unix_ms: u64, counter: u64, random: u64) -> Uuid7 {
+        Uuid7::from_fields(unix_ms, counter, random)
+    }
+}
+
+/// Bits of `rand_b` below the counter.
+const RANDOM_BITS: u32 = 62 - (COUNTER_BITS - 12);
+
 impl Uuid7 {
+    /// The UUID of a Unix millisecond (48 bits), a 22-bit counter (the 12 bits of `rand_a`,
+    /// then the top 10 of `rand_b`) and random bits (the low 52 of `random` fill the rest of
+    /// `rand_b`), with the version and variant in place. Wider inputs are cut to their
+    /// fields.
+    #[inline]
+    pub(crate) const fn from_fields(unix_ms: u64, counter: u64, random: u64) -> Uuid7 {
+        let counter = counter & ((1 << COUNTER_BITS) - 1);
+        let high = (unix_ms & 0xFFFF_FFFF_FFFF) << 16 | 0x7 << 12 | counter >> (COUNTER_BITS - 12);
+        let low = 0b10 << 62
+            | (counter & ((1 << (COUNTER_BITS - 12)) - 1)) << RANDOM_BITS
+            | random & ((1 << RANDOM_BITS) - 1);
+        Uuid7(((high as u128) << 64 | low as u128).to_be_bytes())
+    }
+
     /// The UUID with these bytes, if they carry version 7 and the RFC 9562 variant.
     pub const fn from_bytes(bytes: [u8; 16]) -> Result<Uuid7, ParseUuid7Error> {
         let version = bytes[6] >> 4;
@@ -184,6 +269,27 @@ mod tests {
 
     /// RFC 9562, appendix A.6.
     const VECTOR: &str = "017f22e2-79b0-7cc3-98c4-dc0c0c07398f";
+
+    #[test]
+    fn the_rfc_9562_vector_is_composed_from_its_fields() {
+        // unix_ts_ms 0x017F22E279B0, rand_a 0xCC3, rand_b 0x18C4DC0C0C07398F: the counter
+        // is rand_a and the top 10 bits of rand_b, the random bits the low 52.
+        let rand_b: u64 = 0x18C4_DC0C_0C07_398F;
+        let counter = 0xCC3 << 10 | rand_b >> 52;
+        let uuid = Uuid7::from_fields(0x017F_22E2_79B0, counter, rand_b & ((1 << 52) - 1));
+        assert_eq!(uuid.to_string(), VECTOR);
+        assert_eq!(uuid, VECTOR.parse().unwrap());
+        // rand_a's top bit is set: no freshly seeded counter (top bit clear) starts there.
+        assert_ne!(counter >> (COUNTER_BITS - 1), 0);
+    }
+
+    #[test]
+    fn every_composed_uuid_has_version_7_and_the_rfc_variant() {
+        for (unix_ms, counter, random) in [(0, 0, 0), (u64::MAX, u64::MAX, u64::MAX)] {
+            let uuid = Uuid7::from_fields(unix_ms, counter, random);
+            assert_eq!(Uuid7::from_bytes(*uuid.as_bytes()), Ok(uuid));
+        }
+    }
 
     #[test]
     fn the_rfc_9562_vector_round_trips_with_its_time() {

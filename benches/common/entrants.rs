@@ -3,7 +3,10 @@
 
 use std::sync::Mutex;
 
-use idgen::{Clock, DefaultClock, Generator, Id, Layout, RecentClock, ShardedGenerator};
+use idgen::{
+    Clock, DefaultClock, Generator, Id, Layout, RecentClock, ShardedGenerator, UlidGenerator,
+    Uuid7Generator,
+};
 
 use super::peers::{Batch, Peer};
 use super::{CasLoop, FetchAdd, MutexGenerator, clock, recent_clock};
@@ -81,6 +84,34 @@ impl Peer for IdgenSharded {
     #[inline]
     fn next(&self) -> u128 {
         u128::from(self.0.next_id().unwrap().as_u64())
+    }
+}
+
+/// idgen's `Uuid7Generator` at its defaults (`DefaultClock`), one shared instance.
+pub struct IdgenUuid7(Uuid7Generator);
+
+impl Peer for IdgenUuid7 {
+    const NAME: &'static str = "idgen_uuid7";
+    fn new() -> Self {
+        IdgenUuid7(Uuid7Generator::builder().clock(clock()).build().unwrap())
+    }
+    #[inline]
+    fn next(&self) -> u128 {
+        u128::from_be_bytes(*self.0.next_uuid().unwrap().as_bytes())
+    }
+}
+
+/// idgen's `UlidGenerator` at its defaults (`DefaultClock`), one shared instance.
+pub struct IdgenUlid(UlidGenerator);
+
+impl Peer for IdgenUlid {
+    const NAME: &'static str = "idgen_ulid";
+    fn new() -> Self {
+        IdgenUlid(UlidGenerator::builder().clock(clock()).build().unwrap())
+    }
+    #[inline]
+    fn next(&self) -> u128 {
+        self.0.next_ulid().unwrap().as_u128()
     }
 }
 

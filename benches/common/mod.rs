@@ -9,18 +9,14 @@ use std::sync::{Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen::{Clock, DefaultClock, Generator, Layout, MonotonicClock, RecentClock};
+use idgen::{Clock, Generator, Layout, MonotonicClock, RecentClock};
 
 /// 41 bits of time, 22 of sequence: 4 billion IDs per second, never used up in a bench.
 pub fn roomy_layout() -> Layout {
     Layout::new(41, 0, 0, 22).unwrap()
 }
 
-/// The default clock, as `Generator::builder()` builds it: one per bench process.
-pub fn clock() -> DefaultClock {
-    static CLOCK: std::sync::OnceLock<DefaultClock> = std::sync::OnceLock::new();
-    CLOCK.get_or_init(DefaultClock::new).clone()
-}
+pub use bursts::clock;
 
 /// One calibrated monotonic clock per bench process, cloned everywhere.
 pub fn monotonic_clock() -> MonotonicClock {
@@ -147,5 +143,6 @@ impl<C: Clock> MutexGenerator<C> {
 pub fn keep<T>(value: T) {
     black_box(value);
 }
+pub mod bursts;
 pub mod entrants;
 pub mod peers;

@@ -4,7 +4,7 @@
 //! Every peer type is named by its full path (`::crate::Type`) so the adapter structs below
 //! (`Sonyflake`, `Ulid`, ...) never shadow the crates' own types. Versions read:
 //! ferroid 2.0.0, snowflake_me 2.2.0, snowflaked 1.0.4, rs-snowflake 0.6.0 (lib `snowflake`),
-//! sonyflake 0.5.1, idgenerator 2.0.0, uuid 1.29.3, ulid 3.0.0.
+//! sonyflake 0.5.1, idgenerator 2.0.0, uuid 1.29.3, ulid 3.0.0, scru128 4.2.0.
 
 #![allow(dead_code)] // each bench uses a different part
 
@@ -317,6 +317,47 @@ impl Peer for UuidV7 {
     fn next(&self) -> u128 {
         // Infallible; the crate panics only if `getrandom` fails.
         ::uuid::Uuid::now_v7().as_u128()
+    }
+}
+
+/// `uuid::ContextV7` (`ContextV7::new()`) with `Uuid::new_v7(Timestamp::now(&context))`:
+/// the context is not `Sync` (a `Cell`), so it is WRAPPED BY US in a `std::sync::Mutex`.
+/// Same counter as `now_v7`, random bits from `getrandom` per call, wall clock per call.
+pub struct UuidContextV7(Mutex<::uuid::ContextV7>);
+
+impl Peer for UuidContextV7 {
+    const NAME: &'static str = "uuid_context_v7";
+
+    fn new() -> Self {
+        UuidContextV7(Mutex::new(::uuid::ContextV7::new()))
+    }
+
+    #[inline]
+    fn next(&self) -> u128 {
+        let context = lock(&self.0);
+        ::uuid::Uuid::new_v7(::uuid::Timestamp::now(&*context)).as_u128()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// scru128
+// ---------------------------------------------------------------------------------------
+
+/// `scru128::new()`: the crate's process-global generator (default feature `global_gen`):
+/// a `Mutex` inside the crate around a generator with a reseeding ChaCha RNG, reseeded on
+/// fork. 48 bits ms, 24-bit counter_hi, 24-bit counter_lo, 32 random bits. Infallible.
+pub struct Scru128;
+
+impl Peer for Scru128 {
+    const NAME: &'static str = "scru128";
+
+    fn new() -> Self {
+        Scru128
+    }
+
+    #[inline]
+    fn next(&self) -> u128 {
+        ::scru128::new().to_u128()
     }
 }
 
