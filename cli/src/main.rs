@@ -2,6 +2,7 @@
 //! HTTP service (`idgen serve`) and operator commands (`next`, `decode`, `layout`).
 
 mod generators;
+mod kinds;
 mod layout_args;
 mod lease_args;
 mod serve;
@@ -62,7 +63,12 @@ struct NextArgs {
     /// How many IDs.
     #[arg(short = 'n', long = "count", default_value_t = 1)]
     count: usize,
+    /// Which kind: Snowflake IDs from a leased worker number, or UUIDv7s or ULIDs (128
+    /// bits, no worker number needed: nothing is leased).
+    #[arg(long, value_enum, default_value_t = kinds::Kind::Snowflake)]
+    kind: kinds::Kind,
     /// Output format: one per line in decimal or base32, or a JSON array of strings.
+    /// UUIDv7s and ULIDs are written in their own text form: decimal or json only.
     #[arg(long, value_enum, default_value_t = Format::Decimal)]
     format: Format,
     #[command(flatten)]
@@ -80,7 +86,8 @@ enum Format {
 
 #[derive(Args)]
 struct DecodeArgs {
-    /// IDs, in canonical decimal or 13-character base32.
+    /// IDs: Snowflake IDs in canonical decimal or 13-character base32, UUIDv7s (36
+    /// characters) or ULIDs (26).
     #[arg(required = true)]
     ids: Vec<String>,
     /// One JSON object per ID, one per line.
@@ -148,6 +155,9 @@ fn next(args: NextArgs) -> Result<(), Failure> {
     if args.count == 0 {
         return Err(Failure::input("-n must be at least 1"));
     }
+    if args.kind != kinds::Kind::Snowflake {
+        return next_counted(args);
+    }
     let layout = args.layout.layout()?;
     let generator = args.lease.acquire(layout)?;
     let ids = generator
@@ -156,15 +166,36 @@ fn next(args: NextArgs) -> Result<(), Failure> {
     generator
         .release()
         .map_err(|error| Failure::runtime(error.to_string()))?;
+    let text = match args.format {
+        Format::Base32 => kinds::as_text(ids.iter().map(|id| id.to_base32()).collect()),
+        _ => kinds::as_text(ids),
+    };
+    write_ids(&text, args.format)
+}
+
+/// `idgen next --kind uuidv7|ulid`: no worker number, so nothing to lease.
+fn next_counted(args: NextArgs) -> Result<(), Failure> {
+    if matches!(args.format, Format::Base32) {
+        return Err(Failure::input(format!(
+            "--format base32 is for Snowflake IDs; a {} has its own text form (use decimal or json)",
+            args.kind.name()
+        )));
+    }
+    let ids = kinds::CountedGenerators::new()?
+        .issue(args.kind, args.count)
+        .unwrap_or(Ok(Vec::new()))
+        .map_err(|error| Failure::runtime(error.to_string()))?;
+    write_ids(&ids, args.format)
+}
+
+/// One ID per line, or (`--format json`) one JSON array of strings.
+fn write_ids(ids: &[String], format: Format) -> Result<(), Failure> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let written = match args.format {
-        Format::Decimal => ids.iter().try_for_each(|id| writeln!(out, "{id}")),
-        Format::Base32 => ids
-            .iter()
-            .try_for_each(|id| writeln!(out, "{}", id.to_base32())),
-        Format::Json => serde_json::to_writer(&mut out, &ids)
+    let written = match format {
+        Format::Json => serde_json::to_writer(&mut out, ids)
             .map_err(std::io::Error::other)
             .and_then(|()| writeln!(out)),
+        _ => ids.iter().try_for_each(|id| writeln!(out, "{id}")),
     };
     written
         .and_then(|()| out.flush())
@@ -202,18 +233,9 @@ fn decode(args: DecodeArgs) -> Result<(), Failure> {
     let layout = args.layout.layout()?;
     let mut bad = Vec::new();
     for text in &args.ids {
-        match parse_id(text) {
-            Ok(id) if args.json => println!("{}", decoded_json(&layout, id)),
-            Ok(id) => {
-                let parts = layout.decode(id);
-                println!(
-                    "{id}  {}  datacenter {}  worker {}  sequence {}",
-                    time::rfc3339_ms(parts.unix_ms),
-                    parts.datacenter,
-                    parts.worker,
-                    parts.sequence
-                );
-            }
+        match kinds::decode_any(&layout, text) {
+            Ok(decoded) if args.json => println!("{decoded}"),
+            Ok(decoded) => println!("{}", kinds::decoded_line(&decoded)),
             Err(reason) => bad.push(reason),
         }
     }

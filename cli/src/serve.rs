@@ -13,14 +13,15 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use clap::Args;
+use idgen::Layout;
 use idgen::lease::{LeaseState, LeasedGenerator};
-use idgen::{Id, Layout};
 use serde_json::{Value, json};
 
 use crate::generators::{self, LeaseApi};
+use crate::kinds::{CountedGenerators, Kind};
 use crate::layout_args::LayoutArgs;
 use crate::lease_args::LeaseArgs;
-use crate::{Failure, decoded_json, layout_json, parse_id};
+use crate::{Failure, kinds, layout_json};
 
 /// Request bodies above this are refused with 413: `{"count": N}` needs a few bytes.
 const MAX_BODY_BYTES: usize = 4 * 1024;
@@ -59,6 +60,8 @@ pub struct ServeArgs {
 
 struct Service {
     generator: LeasedGenerator,
+    /// UUIDv7s and ULIDs: no worker number, no lease.
+    counted: CountedGenerators,
     lease_api: Option<Arc<LeaseApi>>,
     layout: Layout,
     max_batch: usize,
@@ -86,6 +89,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     let lease_api = token.map(|token| Arc::new(LeaseApi::new(token, source, layout)));
     let service = Arc::new(Service {
         generator,
+        counted: CountedGenerators::new()?,
         lease_api,
         layout,
         max_batch: args.max_batch,
@@ -253,8 +257,13 @@ async fn get_ids(
     State(service): State<Arc<Service>>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let count = count_from_query(query.as_deref().unwrap_or(""), service.max_batch)?;
-    issue(service, count).await
+    let query = query.as_deref().unwrap_or("");
+    let count = count_from_query(query, service.max_batch)?;
+    let kind = match once_in_query(query, &["kind"], "give the kind once, as kind=...")? {
+        None => Kind::Snowflake,
+        Some(text) => Kind::parse(text).map_err(ApiError::bad)?,
+    };
+    issue(service, count, kind).await
 }
 
 async fn post_ids(
@@ -267,7 +276,17 @@ async fn post_ids(
         None => return Err(ApiError::bad(r#"count is missing: send {"count": N}"#)),
         Some(count) => count_from_json(count, service.max_batch)?,
     };
-    issue(service, count).await
+    let kind = match fields.get("kind") {
+        None => Kind::Snowflake,
+        Some(Value::String(text)) => Kind::parse(text).map_err(ApiError::bad)?,
+        Some(other) => {
+            return Err(ApiError::bad(format!(
+                "kind must be {}; got {other}",
+                Kind::NAMES
+            )));
+        }
+    };
+    issue(service, count, kind).await
 }
 
 /// A JSON object body, sent with `Content-Type: application/json`; `example` shows one in
@@ -329,16 +348,20 @@ async fn read_body(body: axum::body::Body) -> Result<Bytes, ApiError> {
     }
 }
 
-async fn issue(service: Arc<Service>, count: usize) -> Result<Response, ApiError> {
+async fn issue(service: Arc<Service>, count: usize, kind: Kind) -> Result<Response, ApiError> {
+    let make = move |service: &Service| match service.counted.issue(kind, count) {
+        Some(ids) => ids,
+        None => service.generator.next_ids(count).map(kinds::as_text),
+    };
     let ids = if count <= service.inline_batch {
-        service.generator.next_ids(count)
+        make(&service)
     } else {
         let service = Arc::clone(&service);
-        tokio::task::spawn_blocking(move || service.generator.next_ids(count))
+        tokio::task::spawn_blocking(move || make(&service))
             .await
             .map_err(|error| ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?
     };
-    let ids: Vec<Id> =
+    let ids: Vec<String> =
         ids.map_err(|error| ApiError(StatusCode::SERVICE_UNAVAILABLE, error.to_string()))?;
     service
         .ids_issued
@@ -346,18 +369,33 @@ async fn issue(service: Arc<Service>, count: usize) -> Result<Response, ApiError
     Ok(axum::Json(json!({ "ids": ids })).into_response())
 }
 
-/// `count=N` or `n=N`, exactly once.
-fn count_from_query(query: &str, max: usize) -> Result<usize, ApiError> {
+/// The value of the one parameter of `query` named by any of `keys`, if there is one;
+/// `twice` is the error for a query that gives it more than once.
+fn once_in_query<'q>(
+    query: &'q str,
+    keys: &[&str],
+    twice: &str,
+) -> Result<Option<&'q str>, ApiError> {
     let mut found = None;
     for pair in query.split('&').filter(|pair| !pair.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if key == "count" || key == "n" {
+        if keys.contains(&key) {
             if found.is_some() {
-                return Err(ApiError::bad("give the count once, as count=N or n=N"));
+                return Err(ApiError::bad(twice));
             }
             found = Some(value);
         }
     }
+    Ok(found)
+}
+
+/// `count=N` or `n=N`, exactly once.
+fn count_from_query(query: &str, max: usize) -> Result<usize, ApiError> {
+    let found = once_in_query(
+        query,
+        &["count", "n"],
+        "give the count once, as count=N or n=N",
+    )?;
     let Some(text) = found else {
         return Err(ApiError::bad("count is missing: ask for /v1/ids?count=N"));
     };
@@ -423,14 +461,15 @@ fn check_count(count: u64, max: usize) -> Result<usize, ApiError> {
     }
 }
 
-/// A debugging aid: the parts of an ID, as this service's layout reads them.
+/// A debugging aid: the kind and creation time of an ID, and for a Snowflake ID its parts
+/// as this service's layout reads them.
 async fn decode(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ApiError> {
     let Path(text) = id.map_err(|rejection| ApiError::bad(rejection.body_text()))?;
-    let id = parse_id(&text).map_err(ApiError::bad)?;
-    Ok(axum::Json(decoded_json(&service.layout, id)).into_response())
+    let decoded = kinds::decode_any(&service.layout, &text).map_err(ApiError::bad)?;
+    Ok(axum::Json(decoded).into_response())
 }
 
 async fn layout(State(service): State<Arc<Service>>) -> Response {

@@ -75,9 +75,79 @@ fn decode_shows_the_parts_of_decimal_and_base32_ids() {
     let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(
         json,
-        serde_json::json!({"id": id.to_string(), "createdAt": "2026-10-11T12:35:21.659Z",
+        serde_json::json!({"id": id.to_string(), "kind": "snowflake",
+                           "createdAt": "2026-10-11T12:35:21.659Z",
                            "datacenter": 3, "worker": 17, "sequence": 0})
     );
+}
+
+#[test]
+fn decode_recognises_uuidv7_and_ulid_by_their_text() {
+    // RFC 9562's vector (2022-02-22T19:22:22Z) in upper case, and the ULID spec's example.
+    let (status, stdout, stderr) = idgen(&[
+        "decode",
+        "017F22E2-79B0-7CC3-98C4-DC0C0C07398F",
+        "01arz3ndektsv4rrffq69g5fav",
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            "017f22e2-79b0-7cc3-98c4-dc0c0c07398f  2022-02-22T19:22:22.000Z  uuidv7",
+            "01ARZ3NDEKTSV4RRFFQ69G5FAV  2016-07-30T23:54:10.259Z  ulid",
+        ]
+    );
+    let (status, stdout, _) = idgen(&["decode", "--json", "01ARZ3NDEKTSV4RRFFQ69G5FAV"]);
+    assert!(status.success());
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&stdout).unwrap(),
+        serde_json::json!({"id": "01ARZ3NDEKTSV4RRFFQ69G5FAV", "kind": "ulid",
+                           "createdAt": "2016-07-30T23:54:10.259Z"})
+    );
+    // A version 4 UUID, a ULID past 128 bits, a UUID with braces: each refused with why.
+    let (status, _, stderr) = idgen(&[
+        "decode",
+        "017f22e2-79b0-4cc3-98c4-dc0c0c07398f",
+        "80000000000000000000000000",
+        "{17f22e2-79b0-7cc3-98c4-dc0c0c07398f}",
+    ]);
+    assert_eq!(status.code(), Some(2));
+    for reason in ["version 4", "at most 7", "not allowed here"] {
+        assert!(stderr.contains(reason), "{reason}: {stderr}");
+    }
+}
+
+#[test]
+fn next_makes_uuidv7s_and_ulids_without_a_lease() {
+    // No lease directory is named or created: these kinds need no worker number.
+    let dir = temp_dir("next-kinds");
+    for (kind, len) in [("uuidv7", 36), ("ulid", 26)] {
+        let (status, stdout, stderr) = idgen(&[
+            "next",
+            "--kind",
+            kind,
+            "-n",
+            "1000",
+            "--lease-dir",
+            dir.join("never").to_str().unwrap(),
+        ]);
+        assert!(status.success(), "{stderr}");
+        let ids: Vec<&str> = stdout.lines().collect();
+        assert_eq!(ids.len(), 1000);
+        assert!(ids.iter().all(|id| id.len() == len), "{kind}");
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{kind}: text in order");
+        let (status, stdout, _) = idgen(&["next", "--kind", kind, "-n", "3", "--format", "json"]);
+        assert!(status.success());
+        let json: Vec<String> = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(json.len(), 3);
+        let (status, _, stderr) = idgen(&["next", "--kind", kind, "--format", "base32"]);
+        assert_eq!(status.code(), Some(2));
+        assert!(stderr.contains("base32 is for Snowflake IDs"), "{stderr}");
+    }
+    assert!(!dir.join("never").exists());
+    let (status, _, stderr) = idgen(&["next", "--kind", "uuid4"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains("uuidv7"), "{stderr}");
 }
 
 #[test]

@@ -42,6 +42,82 @@ fn ids_come_as_increasing_decimal_strings_from_get_and_post() {
 }
 
 #[test]
+fn uuidv7s_and_ulids_come_from_get_and_post_and_decode_to_their_kind() {
+    let dir = new_lease_dir("kinds");
+    let service = Service::start(&dir, &[]);
+    for (kind, len) in [("uuidv7", 36), ("ulid", 26)] {
+        let got = service.get(&format!("/v1/ids?count=300&kind={kind}"));
+        assert_eq!(got.status, 200, "{}", got.body);
+        let posted = service.post_json(
+            "/v1/ids",
+            &format!(r#"{{"count": 10000, "kind": "{kind}"}}"#),
+        );
+        assert_eq!(posted.status, 200, "{}", posted.body);
+        let text = |reply: &common::Reply| -> Vec<String> {
+            reply.json()["ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|id| id.as_str().unwrap().to_string())
+                .collect()
+        };
+        let mut all = text(&got);
+        all.extend(text(&posted));
+        assert_eq!(all.len(), 10_300);
+        assert!(all.iter().all(|id| id.len() == len), "{kind}");
+        assert!(
+            all.windows(2).all(|w| w[0] < w[1]),
+            "{kind}: text increases"
+        );
+        let decoded = service.get(&format!("/v1/ids/{}/decode", all[0])).json();
+        assert_eq!(decoded["kind"], kind);
+        assert_eq!(decoded["id"], all[0].as_str());
+        assert!(decoded["createdAt"].as_str().unwrap().ends_with('Z'));
+    }
+    // The default is still Snowflake, and so is asking for it by name.
+    let named = service.post_json("/v1/ids", r#"{"count": 2, "kind": "snowflake"}"#);
+    assert_eq!(named.ids().len(), 2);
+    let decoded = service
+        .get(&format!("/v1/ids/{}/decode", named.ids()[0]))
+        .json();
+    assert_eq!(decoded["kind"], "snowflake");
+    // Anything else is a 400 with the names that would do.
+    for (path, body) in [
+        ("/v1/ids?count=1&kind=uuid", None),
+        ("/v1/ids?count=1&kind=UUIDV7", None),
+        ("/v1/ids?count=1&kind=", None),
+        ("/v1/ids?count=1&kind=ulid&kind=ulid", None),
+        ("/v1/ids", Some(r#"{"count": 1, "kind": "ulid4"}"#)),
+        ("/v1/ids", Some(r#"{"count": 1, "kind": 7}"#)),
+        ("/v1/ids", Some(r#"{"count": 1, "kind": null}"#)),
+        ("/v1/ids", Some(r#"{"count": 0, "kind": "ulid"}"#)),
+        ("/v1/ids", Some(r#"{"count": 10001, "kind": "uuidv7"}"#)),
+    ] {
+        let reply = match body {
+            None => service.get(path),
+            Some(body) => service.post_json(path, body),
+        };
+        assert_eq!(reply.status, 400, "{path} {body:?}: {}", reply.body);
+        assert!(!reply.error().is_empty());
+    }
+    assert!(
+        service
+            .get("/v1/ids?count=1&kind=uuid")
+            .error()
+            .contains(r#""snowflake", "uuidv7" or "ulid""#)
+    );
+    for bad in [
+        "017f22e2-79b0-4cc3-98c4-dc0c0c07398f",
+        "80000000000000000000000000",
+        "0123",
+    ] {
+        let reply = service.get(&format!("/v1/ids/{bad}/decode"));
+        assert_eq!(reply.status, 400, "{bad}: {}", reply.body);
+    }
+    assert_eq!(service.get("/healthz").status, 200, "still serving");
+}
+
+#[test]
 fn decode_layout_healthz_and_metrics_answer() {
     let dir = new_lease_dir("endpoints");
     let service = Service::start(&dir, &["--datacenter", "3", "--workers", "17-20"]);
@@ -485,7 +561,7 @@ fn a_javascript_client_gets_ids_that_survive_json_parse_exactly() {
         "{report}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(report.contains("# pass 3"), "{report}");
+    assert!(report.contains("# pass 4"), "{report}");
     assert!(report.contains("# fail 0"), "{report}");
 }
 

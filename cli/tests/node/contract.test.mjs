@@ -46,3 +46,41 @@ test('bad input gets a 400 with an error message', async () => {
   const body = await response.json();
   assert.equal(typeof body.error, 'string');
 });
+
+test('UUIDv7 and ULID text sorts in creation order, across requests and milliseconds', async () => {
+  for (const [kind, pattern] of [
+    ['uuidv7', /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/],
+    ['ulid', /^[0-7][0-9A-HJKMNP-TV-Z]{25}$/],
+  ]) {
+    const issued = [];
+    for (let round = 0; round < 5; round++) {
+      const viaPost = await fetch(`${base}/v1/ids`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ count: 200, kind }),
+      });
+      assert.equal(viaPost.status, 200);
+      issued.push(...(await viaPost.json()).ids);
+      const viaGet = await fetch(`${base}/v1/ids?count=50&kind=${kind}`);
+      assert.equal(viaGet.status, 200);
+      issued.push(...(await viaGet.json()).ids);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    assert.equal(issued.length, 1250);
+    for (const id of issued) assert.match(id, pattern);
+    // Plain string comparison, as a JavaScript sort or a database index on text does it.
+    const sorted = [...issued].sort();
+    assert.deepEqual(sorted, issued, `${kind}: the text order is the order of issue`);
+    assert.equal(new Set(issued).size, issued.length);
+    // decode gives the kind and the time, and time never goes back along the order.
+    let previous = 0;
+    for (const id of [issued[0], issued[issued.length - 1]]) {
+      const decoded = await (await fetch(`${base}/v1/ids/${id}/decode`)).json();
+      assert.equal(decoded.kind, kind);
+      const created = new Date(decoded.createdAt).getTime();
+      assert.ok(Math.abs(Date.now() - created) < 60_000, decoded.createdAt);
+      assert.ok(created >= previous);
+      previous = created;
+    }
+  }
+});

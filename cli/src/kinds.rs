@@ -1,0 +1,120 @@
+//! The three kinds of ID the command hands out, shared by `idgen next`, `idgen decode` and
+//! the service: the names clients use for them, the 128-bit generators (which need no
+//! worker number), and recognising any of the three in text.
+
+use clap::ValueEnum;
+use idgen::{Error, Layout, Ulid, UlidGenerator, Uuid7, Uuid7Generator};
+use serde_json::{Value, json};
+
+use crate::{Failure, decoded_json, parse_id, time};
+
+/// A kind of ID, as `kind` names it in requests and `--kind` on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    /// 64-bit Snowflake IDs from the leased worker number, as decimal strings.
+    Snowflake,
+    /// RFC 9562 version 7 UUIDs, canonical lowercase text.
+    Uuidv7,
+    /// ULIDs, 26 characters of Crockford base32.
+    Ulid,
+}
+
+impl Kind {
+    pub const NAMES: &str = r#""snowflake", "uuidv7" or "ulid""#;
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Snowflake => "snowflake",
+            Kind::Uuidv7 => "uuidv7",
+            Kind::Ulid => "ulid",
+        }
+    }
+
+    /// The kind a request names, exactly (no other spelling, no other case).
+    pub fn parse(text: &str) -> Result<Kind, String> {
+        [Kind::Snowflake, Kind::Uuidv7, Kind::Ulid]
+            .into_iter()
+            .find(|kind| kind.name() == text)
+            .ok_or_else(|| format!("kind must be {}; got {text:?}", Kind::NAMES))
+    }
+}
+
+/// One generator of each 128-bit kind, built once for the process.
+pub struct CountedGenerators {
+    uuid7: Uuid7Generator,
+    ulid: UlidGenerator,
+}
+
+impl CountedGenerators {
+    pub fn new() -> Result<CountedGenerators, Failure> {
+        let failed = |error: Error| Failure::runtime(format!("cannot start a generator: {error}"));
+        Ok(CountedGenerators {
+            uuid7: Uuid7Generator::new().map_err(failed)?,
+            ulid: UlidGenerator::new().map_err(failed)?,
+        })
+    }
+
+    /// `count` IDs of a 128-bit kind, in increasing order, as text; `None` for Snowflake
+    /// IDs, which come from the leased generator.
+    pub fn issue(&self, kind: Kind, count: usize) -> Option<Result<Vec<String>, Error>> {
+        match kind {
+            Kind::Snowflake => None,
+            Kind::Uuidv7 => Some(self.uuid7.next_uuids(count).map(as_text)),
+            Kind::Ulid => Some(self.ulid.next_ulids(count).map(as_text)),
+        }
+    }
+}
+
+pub fn as_text<T: ToString>(ids: Vec<T>) -> Vec<String> {
+    ids.iter().map(ToString::to_string).collect()
+}
+
+/// The parts of an ID of any kind, told apart by their text: 36 characters are a UUID, 26 a
+/// ULID, anything else a Snowflake ID read with `layout`.
+pub fn decode_any(layout: &Layout, text: &str) -> Result<Value, String> {
+    match text.len() {
+        36 => {
+            let uuid: Uuid7 = text
+                .parse()
+                .map_err(|error| format!("invalid UUIDv7 {text:?}: {error}"))?;
+            Ok(json!({
+                "id": uuid.to_string(),
+                "kind": Kind::Uuidv7.name(),
+                "createdAt": time::rfc3339_ms(uuid.unix_ms()),
+            }))
+        }
+        26 => {
+            let ulid: Ulid = text
+                .parse()
+                .map_err(|error| format!("invalid ULID {text:?}: {error}"))?;
+            Ok(json!({
+                "id": ulid.to_string(),
+                "kind": Kind::Ulid.name(),
+                "createdAt": time::rfc3339_ms(ulid.unix_ms()),
+            }))
+        }
+        _ => {
+            let mut decoded = decoded_json(layout, parse_id(text)?);
+            decoded["kind"] = json!(Kind::Snowflake.name());
+            Ok(decoded)
+        }
+    }
+}
+
+/// One line of `idgen decode`'s text output for a decoded ID.
+pub fn decoded_line(decoded: &Value) -> String {
+    let field = |name: &str| decoded[name].to_string();
+    let text = |name: &str| decoded[name].as_str().unwrap_or_default().to_string();
+    if decoded["kind"] == Kind::Snowflake.name() {
+        format!(
+            "{}  {}  datacenter {}  worker {}  sequence {}",
+            text("id"),
+            text("createdAt"),
+            field("datacenter"),
+            field("worker"),
+            field("sequence")
+        )
+    } else {
+        format!("{}  {}  {}", text("id"), text("createdAt"), text("kind"))
+    }
+}
