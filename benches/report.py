@@ -19,7 +19,8 @@ SUSTAINED = ROOT / "target" / "idgen-bench" / "sustained.json"
 COMMAND = (
     "cargo bench --bench hot_path --bench throughput --bench batches -- "
     "--warm-up-time 1 --measurement-time 3 && cargo bench --bench peers && "
-    "cargo bench --bench sustained && python3 benches/report.py"
+    "cargo bench -p idgen-bench-uuid-fast-rng && cargo bench --bench sustained && "
+    "python3 benches/report.py"
 )
 PEERS = ["ferroid", "snowflake_me", "snowflaked", "rs-snowflake", "sonyflake", "idgenerator",
          "uuid_v7", "ulid"]
@@ -233,6 +234,7 @@ def peer_sections(targets):
         r = ratio(below["cas_loop"][threads], below["ferroid"][threads])
         targets.append((f"(the floor: a bare load-plus-CAS, cas_loop, over ferroid, {threads} "
                         "thread(s))", fmt_ratio(r), None))
+    lines += kinds_128_section(targets)
     r = ratio(below["idgen_sharded"][2], below["idgen_recent"][1])
     targets.append(("sharded, 2 threads, within 1.5x of idgen's 1-thread figure (same clock)",
                     fmt_ratio(r), None if r is None else r <= 1.5))
@@ -305,6 +307,11 @@ def peer_sections(targets):
                 f"| {row['name']} | {row['threads']} | {rate:,.0f} | {share:.1%} | "
                 f"{row['duplicates']} | {row['out_of_order']} |"
             )
+            if row["name"] in ("idgen_uuid7", "idgen_ulid"):
+                targets.append((f"sustained {row['name']}, {row['threads']} thread(s): zero "
+                                "duplicates, zero out of order",
+                                f"{row['duplicates']} duplicates, {row['out_of_order']} out of order",
+                                row["duplicates"] == 0 and row["out_of_order"] == 0))
             if row["name"] in ("idgen", "idgen_recent"):
                 targets.append((f"sustained {row['name']}, {row['threads']} thread(s): at least "
                                 "99.5% of the ceiling, zero duplicates",
@@ -313,6 +320,49 @@ def peer_sections(targets):
     else:
         lines.append("| (run `cargo bench --bench sustained` first) | | | | | |")
     lines.append("")
+    return lines
+
+
+def kinds_128_section(targets):
+    """UUIDv7 and ULID beside their peers, below the ceiling, with their targets."""
+    lines = [
+        "### UUIDv7 and ULID",
+        "",
+        "The same bursts of 1,500 after a tick, threads released together. `idgen_uuid7` and",
+        "`idgen_ulid` are one shared `Uuid7Generator` / `UlidGenerator` on the default clock.",
+        "uuid's `now_v7` at its defaults draws from `getrandom` per call; `uuid_context_v7` is a",
+        "`ContextV7` behind our `Mutex`; `ulid` is `ulid::Generator` behind our `Mutex`;",
+        "`scru128` is its global generator. uuid's `fast-rng` feature changes `now_v7` for a",
+        "whole build, so `uuid_v7_fast_rng` runs in its own package",
+        "(`benches/uuid_fast_rng`), beside idgen again (`idgen_uuid7_beside_fast_rng`): the",
+        "fast-rng targets compare the two rows of that run.",
+        "",
+        "| entrant | 1 thread ns | 2 threads ns |",
+        "|---|---|---|",
+    ]
+    names = ["idgen_uuid7", "uuid_v7", "uuid_context_v7", "idgen_uuid7_beside_fast_rng",
+             "uuid_v7_fast_rng", "idgen_ulid", "ulid", "scru128"]
+    rows = {n: {t: estimate("below_ceiling", n, t) for t in (1, 2)} for n in names}
+    for name in names:
+        lines.append(f"| {name} | {fmt(rows[name][1])} | {fmt(rows[name][2])} |")
+    lines.append("")
+    checks = [
+        ("UUIDv7, 1 thread: at most 0.1x uuid's now_v7 at its defaults",
+         rows["idgen_uuid7"][1], rows["uuid_v7"][1], 0.1),
+        ("UUIDv7, 1 thread: at most 0.5x now_v7 with fast-rng (same run)",
+         rows["idgen_uuid7_beside_fast_rng"][1], rows["uuid_v7_fast_rng"][1], 0.5),
+        ("UUIDv7, 2 threads sharing one generator: at most 0.3x now_v7 with fast-rng, "
+         "2 threads (same run)",
+         rows["idgen_uuid7_beside_fast_rng"][2], rows["uuid_v7_fast_rng"][2], 0.3),
+        ("UUIDv7, 2 threads sharing one generator: at most 0.3x now_v7 with fast-rng, "
+         "1 thread (same run)",
+         rows["idgen_uuid7_beside_fast_rng"][2], rows["uuid_v7_fast_rng"][1], 0.3),
+        ("ULID, 2 threads sharing: at most 0.5x ulid::Generator behind a Mutex",
+         rows["idgen_ulid"][2], rows["ulid"][2], 0.5),
+    ]
+    for name, ours, theirs, limit in checks:
+        r = ratio(ours, theirs)
+        targets.append((name, fmt_ratio(r), None if r is None else r <= limit))
     return lines
 
 

@@ -34,10 +34,32 @@
 //! worker number, and pins every thread to one of them: threads on different cores then
 //! never contend for a cache line.
 //!
+//! # Three kinds of ID, one core
+//!
+//! | kind | generator | size | needs |
+//! |---|---|---|---|
+//! | Snowflake [`Id`] | [`Generator`] | 8 bytes | a (datacenter, worker) number per live process: [`lease`] hands them out |
+//! | RFC 9562 [`Uuid7`] | [`Uuid7Generator`] | 16 bytes | nothing: random bits keep generators apart |
+//! | [`Ulid`] | [`UlidGenerator`] | 16 bytes, 26 characters | nothing, as UUIDv7 |
+//!
+//! All three run on the same state (one `AtomicU64` of packed millisecond and sequence), the
+//! same pure transition and the same compare-and-swap loop. The 128-bit kinds start each
+//! millisecond's 22-bit counter at random bits with the top bit clear and count up within
+//! it (RFC 9562, section 6.2, method 1), and fill the rest with random bits drawn per ID
+//! from a per-thread ChaCha12 generator, seeded from the operating system, reseeded every
+//! 64 KiB and in a forked child before its first draw. Their limits: a clock from
+//! 2024-01-01 ([`COUNTED_EPOCH_UNIX_MS`]) to 2163, and at least `2^21` IDs per millisecond
+//! per generator. See [`CountedGenerator`].
+//!
 //! # Guarantees
 //!
 //! - **Unique per node.** One generator never issues an ID twice. Two generators never
 //!   collide as long as their (datacenter, worker) pairs differ and share a layout.
+//! - **UUIDv7 and ULID: unique per generator, apart by chance across generators.** One
+//!   [`Uuid7Generator`] or [`UlidGenerator`] never issues an ID twice and issues them in
+//!   strictly increasing order (the guarantees below apply to it as to a [`Generator`]).
+//!   Two generators collide only if both issue the same counter value in the same
+//!   millisecond and draw the same 52 (UUIDv7) or 58 (ULID) random bits for it.
 //! - **Strictly increasing per generator**, in the order the compare-and-swaps succeed; so
 //!   each thread sees its own IDs increase, and an ID obtained after another (in the
 //!   happens-before sense, e.g. handed over through a channel) is greater.
@@ -91,9 +113,10 @@
 //!   `etcd-client` and Tokio; building needs `protoc` and the protobuf well-known `.proto`
 //!   files: Debian's `protobuf-compiler` and `libprotobuf-dev`).
 //! - `serde`: [`Id`] serializes as a JSON string of its decimal form (JavaScript numbers
-//!   lose precision above 2^53) and deserializes only from such a string; [`Uuid7`] as its
-//!   canonical string.
+//!   lose precision above 2^53) and deserializes only from such a string; [`Uuid7`] and
+//!   [`Ulid`] as their canonical strings.
 //! - `uuid`: [`Uuid7`] converts to and from `uuid::Uuid`.
+//! - `ulid`: [`Ulid`] converts to and from `ulid::Ulid`.
 //!
 //! # Caveats
 //!
@@ -109,7 +132,9 @@
 //!   stops issuing before the lease could pass to another process; see
 //!   [`design::leases`]. A plain [`Generator`] trusts the numbers it is given.
 //! - IDs carry millisecond time: IDs from different nodes in the same millisecond sort by
-//!   node, not by the instant they were made.
+//!   node, not by the instant they were made. UUIDv7s and ULIDs from different generators
+//!   in the same millisecond sort by their counters, which start at random: in no useful
+//!   order between generators, strictly increasing within one.
 //!
 //! The design, and why no duplicate can be issued, is in [`design`].
 
