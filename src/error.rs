@@ -132,7 +132,7 @@ pub enum Error {
         reason: String,
     },
     /// The operating system's random source failed while seeding the random bits of a
-    /// UUIDv7 or ULID; nothing was issued. Transient as far as the operating system is.
+    /// UUIDv7 or ULID; nothing was issued. Transient: a later call asks it again.
     #[error("the operating system's random source failed: {reason}")]
     RandomSource {
         /// What the operating system said.
@@ -229,6 +229,7 @@ impl Error {
         matches!(
             self,
             Error::ClockMovedBackwards { .. }
+                | Error::RandomSource { .. }
                 | Error::WouldBlock { .. }
                 | Error::LeaseExpired { .. }
                 | Error::LeaseLost { .. }

@@ -160,7 +160,9 @@ pub struct Stats {
     /// Calls that found the clock behind the last issued millisecond, within tolerance, and
     /// went on in that millisecond or waited.
     pub clock_behind: u64,
-    /// Calls refused with an error, for any reason: the sum of the `refused_*` fields.
+    /// Calls refused with an error by the generator's rules: the sum of the `refused_*`
+    /// fields. (A UUIDv7 or ULID call that fails because the operating system's random
+    /// source does, [`Error::RandomSource`], is not counted here.)
     pub refused: u64,
     /// Calls refused because the clock was wrong: behind the last issued millisecond beyond
     /// the tolerance ([`Error::ClockMovedBackwards`]) or before the layout's epoch

@@ -44,6 +44,9 @@ enum ForkCheck {
     #[cfg(unix)]
     Handler(forkguard::atfork::Guard),
     ProcessId(forkguard::pid::Guard),
+    /// Unit tests: reports a fork once.
+    #[cfg(test)]
+    Simulated(bool),
 }
 
 impl ForkCheck {
@@ -55,12 +58,15 @@ impl ForkCheck {
         ForkCheck::ProcessId(forkguard::pid::Guard::default())
     }
 
+    /// Whether a fork happened since the last call (each fork is reported once).
     #[inline]
     fn forked(&mut self) -> bool {
         match self {
             #[cfg(unix)]
             ForkCheck::Handler(guard) => guard.detected_fork(),
             ForkCheck::ProcessId(guard) => guard.detected_fork(),
+            #[cfg(test)]
+            ForkCheck::Simulated(forked) => std::mem::take(forked),
         }
     }
 }
@@ -73,9 +79,7 @@ impl ThreadRandom {
             fork: ForkCheck::new(),
         })
     }
-}
 
-impl ThreadRandom {
     /// A fresh key from the operating system, or, if it fails, the current stream for a
     /// while longer.
     #[cold]
@@ -92,60 +96,103 @@ impl ThreadRandom {
 
 fn os_seed() -> Result<[u8; 32], Error> {
     let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed).map_err(|error| Error::RandomSource {
-        reason: error.to_string(),
-    })?;
+    os_fill(&mut seed)?;
     Ok(seed)
+}
+
+fn os_fill(bytes: &mut [u8]) -> Result<(), Error> {
+    #[cfg(test)]
+    if tests::FAIL_OS.with(|fail| fail.get()) {
+        return Err(Error::RandomSource {
+            reason: "made to fail by a test".into(),
+        });
+    }
+    getrandom::fill(bytes).map_err(|error| Error::RandomSource {
+        reason: error.to_string(),
+    })
 }
 
 /// 64 fresh random bits from this thread's generator.
 ///
-/// Fails only when the operating system's random source fails on a thread's first draw or
-/// on a forked child's first draw; nothing is drawn then.
+/// Fails only when the operating system's random source fails where nothing else will do:
+/// on a thread's first draw, a forked child's first draw, or a draw from a thread-local
+/// destructor after this thread's generator is gone (then the operating system is asked
+/// directly). Nothing is drawn then.
 #[inline]
 pub(crate) fn draw() -> Result<u64, Error> {
     // The common case in a few instructions; seeding, reseeding and the fork apart.
-    match THREAD_RANDOM.with_borrow_mut(|slot| {
+    let fast = THREAD_RANDOM.try_with(|cell| {
+        let mut slot = cell.try_borrow_mut().ok()?;
         let random = slot.as_mut()?;
         if random.draws_left == 0 || random.fork.forked() {
             return None;
         }
         random.draws_left -= 1;
         Some(random.rng.next_u64())
-    }) {
-        Some(word) => Ok(word),
-        None => draw_after_seeding(),
+    });
+    match fast {
+        Ok(Some(word)) => Ok(word),
+        _ => draw_after_seeding(),
     }
 }
 
 /// A draw after seeding the thread's generator: for its first draw, in a forked child, or
-/// when it is due to be seeded again.
+/// when it is due to be seeded again. Once the thread's generator is gone (a draw from a
+/// thread-local destructor), straight from the operating system.
 #[cold]
 #[inline(never)]
 fn draw_after_seeding() -> Result<u64, Error> {
-    THREAD_RANDOM.with_borrow_mut(|slot| {
+    let drawn = THREAD_RANDOM.try_with(|cell| {
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return os_word();
+        };
         // Only due, not forked: then a failed reseed may go on with the current stream. (The
         // fast path asks about a fork only while draws are left, so a fork it has seen comes
         // here with draws left, and is reseeded below.)
         let due_in_this_process = slot
             .as_mut()
             .is_some_and(|random| random.draws_left == 0 && !random.fork.forked());
-        let random = match slot {
+        let random = match &mut *slot {
             Some(random) if due_in_this_process => {
                 random.reseed();
                 random
             }
-            // First draw, or the parent's stream in a child: never to be used again here.
-            _ => slot.insert(ThreadRandom::seeded()?),
+            // First draw, or the parent's stream in a child: never to be used again here,
+            // not even when seeding fails.
+            other => {
+                if other.take().is_some() {
+                    crate::recent_clock::after_fork();
+                }
+                other.insert(ThreadRandom::seeded()?)
+            }
         };
         random.draws_left -= 1;
         Ok(random.rng.next_u64())
-    })
+    });
+    drawn.unwrap_or_else(|_| os_word())
+}
+
+fn os_word() -> Result<u64, Error> {
+    let mut word = [0u8; 8];
+    os_fill(&mut word)?;
+    Ok(u64::from_ne_bytes(word))
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
+    use std::cell::Cell;
+
     use super::*;
+
+    thread_local! {
+        /// Makes this thread's requests to the operating system fail.
+        pub(super) static FAIL_OS: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// This thread's generator, for a look at its state.
+    fn with_generator<R>(f: impl FnOnce(&mut ThreadRandom) -> R) -> R {
+        THREAD_RANDOM.with_borrow_mut(|slot| f(slot.as_mut().unwrap()))
+    }
 
     #[test]
     fn draws_differ_and_go_on_across_a_reseed() {
@@ -160,5 +207,62 @@ mod tests {
         let here = draw().unwrap();
         let there = std::thread::spawn(|| draw().unwrap()).join().unwrap();
         assert_ne!(here, there);
+    }
+
+    #[test]
+    fn a_fork_whose_reseed_fails_never_draws_the_parents_stream() {
+        draw().unwrap();
+        let parent_next: Vec<u64> = with_generator(|random| {
+            random.fork = ForkCheck::Simulated(true);
+            let mut parent = random.rng.clone();
+            (0..64).map(|_| parent.next_u64()).collect()
+        });
+        FAIL_OS.with(|fail| fail.set(true));
+        // The fork is seen once; seeding fails, and keeps failing: the parent's stream is
+        // gone, not resumed.
+        for _ in 0..3 {
+            assert!(matches!(draw(), Err(Error::RandomSource { .. })));
+        }
+        FAIL_OS.with(|fail| fail.set(false));
+        let child: Vec<u64> = (0..64).map(|_| draw().unwrap()).collect();
+        assert!(child.iter().all(|word| !parent_next.contains(word)));
+    }
+
+    #[test]
+    fn a_failed_periodic_reseed_goes_on_with_the_stream_and_retries_soon() {
+        draw().unwrap();
+        let expected = with_generator(|random| {
+            random.draws_left = 0;
+            random.rng.clone().next_u64()
+        });
+        FAIL_OS.with(|fail| fail.set(true));
+        assert_eq!(draw(), Ok(expected));
+        FAIL_OS.with(|fail| fail.set(false));
+        assert_eq!(
+            with_generator(|random| random.draws_left),
+            RESEED_RETRY_DRAWS - 1
+        );
+    }
+
+    #[test]
+    fn a_draw_from_a_thread_local_destructor_never_panics() {
+        struct DrawsOnDrop(std::sync::mpsc::Sender<Result<u64, Error>>);
+        impl Drop for DrawsOnDrop {
+            fn drop(&mut self) {
+                let _ = self.0.send(draw());
+            }
+        }
+        thread_local! {
+            static GUARD: Cell<Option<DrawsOnDrop>> = const { Cell::new(None) };
+        }
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // The guard's destructor is registered first, so it runs after the generator's.
+            GUARD.with(|guard| guard.set(Some(DrawsOnDrop(send))));
+            draw().unwrap();
+        })
+        .join()
+        .unwrap();
+        assert!(receive.recv().unwrap().is_ok());
     }
 }

@@ -194,6 +194,8 @@ struct RecentShared {
 struct Upkeep {
     shared: Arc<RecentShared>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The process that started the thread (a forked child has no thread to join).
+    pid: u32,
 }
 
 #[cfg(not(idgen_loom))]
@@ -228,6 +230,7 @@ impl RecentClock {
             _upkeep: Arc::new(Upkeep {
                 shared: shared.clone(),
                 thread: Some(thread),
+                pid: std::process::id(),
             }),
             shared,
         })
@@ -237,7 +240,9 @@ impl RecentClock {
 #[cfg(not(idgen_loom))]
 impl Drop for Upkeep {
     fn drop(&mut self) {
-        stop_upkeep(&self.shared.stop, self.thread.take());
+        if self.pid == std::process::id() {
+            stop_upkeep(&self.shared.stop, self.thread.take());
+        }
     }
 }
 
@@ -311,6 +316,9 @@ static DEFAULT_READING: crossbeam_utils::CachePadded<CachedReading> =
 #[cfg(not(idgen_loom))]
 struct DefaultShared {
     precise: MonotonicClock,
+    /// The process whose upkeep thread this is: a forked child has a copy of this, but not
+    /// the thread.
+    pid: u32,
     stop: AtomicBool,
     /// Refreshes so far, for tests and the curious.
     refreshes: AtomicU64,
@@ -343,14 +351,23 @@ impl DefaultClock {
         let mut current = DEFAULT_UPKEEP
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(upkeep) = current.upgrade() {
-            return DefaultClock {
-                shared: upkeep.shared.clone(),
-                _upkeep: upkeep,
-            };
+        let pid = std::process::id();
+        match current.upgrade() {
+            Some(upkeep) if upkeep.shared.pid == pid => {
+                return DefaultClock {
+                    shared: upkeep.shared.clone(),
+                    _upkeep: upkeep,
+                };
+            }
+            // The parent's, in a forked child: its thread is not here, and the word it kept
+            // current has stood still since the fork. Readers go to the precise clock until
+            // this process's own thread (started below) raises it.
+            Some(_) => DEFAULT_READING.clear(),
+            None => {}
         }
         let shared = Arc::new(DefaultShared {
             precise: default_precise(),
+            pid,
             stop: AtomicBool::new(false),
             refreshes: AtomicU64::new(0),
             thread: OnceLock::new(),
@@ -383,9 +400,12 @@ impl DefaultClock {
     fn read_and_wake(&self) -> u64 {
         let shared = &*self.shared;
         let now = shared.precise.now_unix_ms();
-        // Without a thread (it could not be started) the word stays parked, so every call
-        // reads the precise clock rather than a reading nobody refreshes.
-        if let Some(thread) = shared.thread.get() {
+        // Without a thread (it could not be started, or this is a forked child and the
+        // thread was its parent's) the word stays parked, so every call reads the precise
+        // clock rather than a reading nobody refreshes.
+        if let Some(thread) = shared.thread.get()
+            && shared.pid == std::process::id()
+        {
             DEFAULT_READING.resume(now);
             thread.unpark();
         }
@@ -422,9 +442,25 @@ impl DefaultShared {
 #[cfg(not(idgen_loom))]
 impl Drop for DefaultUpkeep {
     fn drop(&mut self) {
-        stop_upkeep(&self.shared.stop, self.thread.take());
+        // In a forked child the thread is not there to join.
+        if self.shared.pid == std::process::id() {
+            stop_upkeep(&self.shared.stop, self.thread.take());
+        }
     }
 }
+
+/// Called in a forked child once a fork is noticed (by the random bits of the 128-bit
+/// kinds): the default clock's word stood still at the fork, since its upkeep thread stayed
+/// with the parent. Parking it sends readers to the precise clock, and a `DefaultClock`
+/// built in this process starts a thread of its own that raises it again.
+#[cfg(not(idgen_loom))]
+pub(crate) fn after_fork() {
+    DEFAULT_READING.clear();
+}
+
+/// Under loom there is no default clock thread, and no fork.
+#[cfg(idgen_loom)]
+pub(crate) fn after_fork() {}
 
 #[cfg(not(idgen_loom))]
 impl Default for DefaultClock {

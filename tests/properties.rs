@@ -7,8 +7,14 @@
 //!    same (millisecond, sequence) or the same refusal. So IDs never repeat or decrease.
 //! 3. Every text form round-trips, base32 strings sort like the numbers, and a decimal
 //!    string parses if and only if it is exactly what `Display` writes.
+//! 4. The same clock moves make a UUIDv7 generator follow the same rules with a seeded
+//!    counter: a new millisecond starts at a seed with the counter's top bit clear, the same
+//!    millisecond (or one the clock is behind, within tolerance) counts on by one, and
+//!    beyond the tolerance the call is refused; so UUIDs never repeat or decrease.
 
-use idgen::{Error, Generator, Id, IdParts, Layout, ManualClock};
+use idgen::{
+    COUNTER_BITS, Error, Generator, Id, IdParts, Layout, ManualClock, Uuid7, Uuid7Generator,
+};
 use proptest::prelude::*;
 
 const EPOCH: u64 = idgen::DEFAULT_EPOCH_UNIX_MS;
@@ -215,6 +221,68 @@ proptest! {
                     .filter(|&v| v <= i64::MAX as u64 && v.to_string() == text);
                 prop_assert!(canonical.is_none(), "refused canonical {text:?}");
             }
+        }
+    }
+}
+
+/// The counter of a UUID: `rand_a`, then the top 10 bits of `rand_b`.
+fn uuid_counter(uuid: Uuid7) -> u64 {
+    let bits = u128::from_be_bytes(*uuid.as_bytes());
+    (((bits >> 64) & 0xfff) as u64) << 10 | ((bits >> 52) & 0x3ff) as u64
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn uuid_counters_follow_the_rules_through_clock_moves(
+        tolerance_ms in 0u64..8,
+        moves in moves(),
+    ) {
+        let start = 1_750_000_000_000;
+        let clock = ManualClock::new(start);
+        let generator = Uuid7Generator::builder()
+            .clock(clock.clone())
+            .clock_back_tolerance_ms(tolerance_ms)
+            .build()
+            .unwrap();
+        let mut last: Option<Uuid7> = None;
+        let mut now = start;
+        for step in moves {
+            match step {
+                Move::Forward(ms) => now += ms,
+                Move::Back(ms) => now -= ms,
+                Move::Issue(count) => {
+                    for _ in 0..count {
+                        let result = generator.try_next_uuid();
+                        match (last, result) {
+                            (None, Ok(uuid)) => {
+                                prop_assert_eq!(uuid.unix_ms(), now);
+                                prop_assert!(uuid_counter(uuid) < 1 << (COUNTER_BITS - 1));
+                                last = Some(uuid);
+                            }
+                            (Some(previous), Ok(uuid)) => {
+                                prop_assert!(previous < uuid);
+                                if now > previous.unix_ms() {
+                                    prop_assert_eq!(uuid.unix_ms(), now);
+                                    prop_assert!(uuid_counter(uuid) < 1 << (COUNTER_BITS - 1), "seeded");
+                                } else {
+                                    prop_assert!(previous.unix_ms() - now <= tolerance_ms);
+                                    prop_assert_eq!(uuid.unix_ms(), previous.unix_ms());
+                                    prop_assert_eq!(uuid_counter(uuid), uuid_counter(previous) + 1);
+                                }
+                                last = Some(uuid);
+                            }
+                            (Some(previous), Err(Error::ClockMovedBackwards { behind_ms })) => {
+                                prop_assert_eq!(behind_ms, previous.unix_ms() - now);
+                                prop_assert!(behind_ms > tolerance_ms);
+                            }
+                            (_, Err(other)) => panic!("unexpected error {other}"),
+                        }
+                    }
+                }
+            }
+            clock.set(now);
         }
     }
 }

@@ -1,0 +1,122 @@
+//! `fork()`: a child process starts with a copy of its parent's generators, their state and
+//! their random streams. Its UUIDv7s and ULIDs must share no bits of randomness with the
+//! parent's (or the two would issue the same IDs from the same state), and must carry the
+//! child's own time although the default clock's upkeep thread stayed with the parent.
+//!
+//! Its own binary without the test harness: `fork()` copies only the calling thread, so the
+//! process forks from `main` with no harness threads holding locks.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use idgen::{Generator, UlidGenerator, Uuid7Generator};
+
+const PER_PROCESS: usize = 1_000;
+
+fn unix_ms_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// What one process issues after the fork, as text lines: UUIDs, ULIDs, then three
+/// times (a UUID's, a ULID's and a Snowflake ID's, in Unix ms) with the wall clock when
+/// they were made, after a pause longer than any cached reading may lag.
+fn issue(uuids: &Uuid7Generator, ulids: &UlidGenerator) -> Vec<String> {
+    let mut lines: Vec<String> = (0..PER_PROCESS)
+        .map(|_| uuids.next_uuid().unwrap().to_string())
+        .collect();
+    lines.extend((0..PER_PROCESS).map(|_| ulids.next_ulid().unwrap().to_string()));
+    std::thread::sleep(Duration::from_millis(300));
+    let snowflakes = Generator::builder().build().unwrap();
+    let id = snowflakes.next_id().unwrap();
+    lines.push(format!(
+        "times {} {} {} {}",
+        uuids.next_uuid().unwrap().unix_ms(),
+        ulids.next_ulid().unwrap().unix_ms(),
+        snowflakes.decode(id).unix_ms,
+        unix_ms_now()
+    ));
+    lines
+}
+
+fn check_times(who: &str, line: &str) {
+    let numbers: Vec<u64> = line
+        .trim_start_matches("times ")
+        .split(' ')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let wall = numbers[3];
+    for (kind, unix_ms) in ["uuidv7", "ulid", "snowflake"].iter().zip(&numbers[..3]) {
+        assert!(
+            unix_ms.abs_diff(wall) <= 50,
+            "{who}: a {kind} dated {unix_ms}, the wall clock read {wall} (a clock frozen at the fork?)"
+        );
+    }
+}
+
+fn main() {
+    let uuids = Uuid7Generator::new().unwrap();
+    let ulids = UlidGenerator::new().unwrap();
+    // Busy before the fork: the random streams are seeded, the clock's thread is running.
+    for _ in 0..10_000 {
+        uuids.next_uuid().unwrap();
+        ulids.next_ulid().unwrap();
+    }
+    let (mut to_parent, from_child) = UnixStream::pair().unwrap();
+    // SAFETY: the process has no threads but this one and the default clock's upkeep thread,
+    // which holds no lock while it sleeps or refreshes; the child ends with `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let report =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| issue(&uuids, &ulids)));
+        let code = match report {
+            Ok(lines) => {
+                let _ = to_parent.write_all((lines.join("\n") + "\n").as_bytes());
+                0
+            }
+            Err(_) => 1,
+        };
+        drop(to_parent);
+        // SAFETY: ends the child without running the parent's exit handlers twice.
+        unsafe { libc::_exit(code) };
+    }
+    drop(to_parent);
+    let mine = issue(&uuids, &ulids);
+    let theirs: Vec<String> = BufReader::new(from_child)
+        .lines()
+        .map(|line| line.unwrap())
+        .collect();
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child failed: {status}"
+    );
+    assert_eq!(theirs.len(), mine.len(), "the child reported everything");
+
+    let ids = 2 * PER_PROCESS;
+    let in_common: Vec<&String> = mine[..ids]
+        .iter()
+        .filter(|id| theirs[..ids].contains(id))
+        .collect();
+    assert!(
+        in_common.is_empty(),
+        "issued by both processes: {in_common:?}"
+    );
+    // Not only the IDs: the random bits differ everywhere (the same state is copied, so
+    // without a reseed they would match ID for ID).
+    let same_tail = mine[..ids]
+        .iter()
+        .zip(&theirs[..ids])
+        .filter(|(a, b)| a[a.len() - 8..] == b[b.len() - 8..])
+        .count();
+    assert_eq!(same_tail, 0, "IDs ending in the same random characters");
+    check_times("parent", &mine[ids]);
+    check_times("child", &theirs[ids]);
+    println!("fork: {ids} IDs per process, none in common; times right in both processes");
+}
