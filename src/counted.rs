@@ -47,6 +47,40 @@ pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
+/// Serialize as the `Display` text, deserialize from a string through `FromStr`: how the
+/// 128-bit kinds travel in JSON. `$expecting` finishes "invalid type: ..., expected".
+#[cfg(feature = "serde")]
+macro_rules! serde_as_text {
+    ($kind:ty, $expecting:literal) => {
+        impl serde::Serialize for $kind {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $kind {
+            fn deserialize<D: serde::Deserializer<'de>>(
+                deserializer: D,
+            ) -> Result<$kind, D::Error> {
+                struct Text;
+                impl serde::de::Visitor<'_> for Text {
+                    type Value = $kind;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str($expecting)
+                    }
+                    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<$kind, E> {
+                        text.parse().map_err(E::custom)
+                    }
+                }
+                deserializer.deserialize_str(Text)
+            }
+        }
+    };
+}
+
+#[cfg(feature = "serde")]
+pub(crate) use serde_as_text;
+
 /// Issues [`CountedId`]s, strictly increasing across all threads, lock-free: the generator
 /// behind [`Uuid7Generator`](crate::Uuid7Generator) and [`UlidGenerator`](crate::UlidGenerator).
 ///

@@ -204,33 +204,9 @@ impl From<ulid::Ulid> for Ulid {
     }
 }
 
-/// With the `serde` feature: the 26-character string.
+// With the `serde` feature: the 26-character string.
 #[cfg(feature = "serde")]
-mod serde_impls {
-    use super::Ulid;
-
-    impl serde::Serialize for Ulid {
-        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-            serializer.collect_str(self)
-        }
-    }
-
-    impl<'de> serde::Deserialize<'de> for Ulid {
-        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Ulid, D::Error> {
-            struct Text;
-            impl serde::de::Visitor<'_> for Text {
-                type Value = Ulid;
-                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                    f.write_str("a ULID as a string of 26 Crockford base32 characters")
-                }
-                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Ulid, E> {
-                    text.parse().map_err(E::custom)
-                }
-            }
-            deserializer.deserialize_str(Text)
-        }
-    }
-}
+crate::counted::serde_as_text!(Ulid, "a ULID as a string of 26 Crockford base32 characters");
 
 #[cfg(test)]
 mod tests {

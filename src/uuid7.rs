@@ -235,33 +235,9 @@ impl TryFrom<uuid::Uuid> for Uuid7 {
     }
 }
 
-/// With the `serde` feature: the canonical string.
+// With the `serde` feature: the canonical string.
 #[cfg(feature = "serde")]
-mod serde_impls {
-    use super::Uuid7;
-
-    impl serde::Serialize for Uuid7 {
-        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-            serializer.collect_str(self)
-        }
-    }
-
-    impl<'de> serde::Deserialize<'de> for Uuid7 {
-        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Uuid7, D::Error> {
-            struct Text;
-            impl serde::de::Visitor<'_> for Text {
-                type Value = Uuid7;
-                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                    f.write_str("a version 7 UUID as a string, 8-4-4-4-12 hex digits")
-                }
-                fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Uuid7, E> {
-                    text.parse().map_err(E::custom)
-                }
-            }
-            deserializer.deserialize_str(Text)
-        }
-    }
-}
+crate::counted::serde_as_text!(Uuid7, "a version 7 UUID as a string, 8-4-4-4-12 hex digits");
 
 #[cfg(test)]
 mod tests {

@@ -74,24 +74,12 @@ pub fn as_text<T: ToString>(ids: Vec<T>) -> Vec<String> {
 pub fn decode_any(layout: &Layout, text: &str) -> Result<Value, String> {
     match text.len() {
         36 => {
-            let uuid: Uuid7 = text
-                .parse()
-                .map_err(|error| format!("invalid UUIDv7 {text:?}: {error}"))?;
-            Ok(json!({
-                "id": uuid.to_string(),
-                "kind": Kind::Uuidv7.name(),
-                "createdAt": time::rfc3339_ms(uuid.unix_ms()),
-            }))
+            let uuid: Uuid7 = parse_as(text, "UUIDv7")?;
+            Ok(counted_json(&uuid, Kind::Uuidv7, uuid.unix_ms()))
         }
         26 => {
-            let ulid: Ulid = text
-                .parse()
-                .map_err(|error| format!("invalid ULID {text:?}: {error}"))?;
-            Ok(json!({
-                "id": ulid.to_string(),
-                "kind": Kind::Ulid.name(),
-                "createdAt": time::rfc3339_ms(ulid.unix_ms()),
-            }))
+            let ulid: Ulid = parse_as(text, "ULID")?;
+            Ok(counted_json(&ulid, Kind::Ulid, ulid.unix_ms()))
         }
         _ => {
             let mut decoded = decoded_json(layout, parse_id(text)?);
@@ -99,6 +87,23 @@ pub fn decode_any(layout: &Layout, text: &str) -> Result<Value, String> {
             Ok(decoded)
         }
     }
+}
+
+fn parse_as<T: std::str::FromStr<Err: std::fmt::Display>>(
+    text: &str,
+    what: &str,
+) -> Result<T, String> {
+    text.parse()
+        .map_err(|error| format!("invalid {what} {text:?}: {error}"))
+}
+
+/// What there is to say of a UUIDv7 or a ULID: its canonical text, kind and time.
+fn counted_json(id: &impl std::fmt::Display, kind: Kind, unix_ms: u64) -> Value {
+    json!({
+        "id": id.to_string(),
+        "kind": kind.name(),
+        "createdAt": time::rfc3339_ms(unix_ms),
+    })
 }
 
 /// One line of `idgen decode`'s text output for a decoded ID.
