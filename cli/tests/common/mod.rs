@@ -71,17 +71,28 @@ impl Service {
     pub fn start_in(command: &mut Command) -> Service {
         let mut child = command
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        // Drained all along (a full pipe would block the service), kept for a failed start.
+        let stderr = child.stderr.take().unwrap();
+        let errors = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = BufReader::new(stderr).read_to_string(&mut text);
+            text
+        });
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
         // "idgen: listening on http://127.0.0.1:PORT as worker W of datacenter D"
-        let rest = line
-            .strip_prefix("idgen: listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"));
+        let Some(rest) = line.strip_prefix("idgen: listening on http://") else {
+            let status = child.wait();
+            let errors = errors.join().unwrap_or_default();
+            panic!(
+                "unexpected first line: {line:?}; the service ended ({status:?}) saying:\n{errors}"
+            );
+        };
         let mut words = rest.split_whitespace();
         let address = words.next().unwrap().parse().unwrap();
         let worker = words.nth(2).unwrap().parse().unwrap();
