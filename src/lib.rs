@@ -46,7 +46,7 @@
 //! same pure transition and the same compare-and-swap loop. The 128-bit kinds start each
 //! millisecond's 22-bit counter at random bits with the top bit clear and count up within
 //! it (RFC 9562, section 6.2, method 1), and fill the rest with random bits drawn per ID
-//! from a per-thread ChaCha12 generator, seeded from the operating system, reseeded every
+//! from a per-thread ChaCha8 generator, seeded from the operating system, reseeded every
 //! 64 KiB and in a forked child before its first draw. Their limits: a clock from
 //! 2024-01-01 ([`COUNTED_EPOCH_UNIX_MS`]) to 2163, and at least `2^21` IDs per millisecond
 //! per generator. See [`CountedGenerator`].

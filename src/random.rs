@@ -1,11 +1,14 @@
-//! Random bits for the 128-bit kinds: one ChaCha12 generator per thread, seeded from the
-//! operating system, reseeded after every 64 KiB it produces and, in a forked child, before
-//! its first draw.
+//! Random bits for the 128-bit kinds: one ChaCha8 generator per thread (eight rounds: see
+//! the design notes for why not twelve), seeded from the operating system, reseeded after
+//! every 64 KiB it produces and, in a forked child, before its first draw.
 //!
-//! A draw (one `u64`) costs a few nanoseconds of ChaCha and no system call: the operating
-//! system is asked once per 8,192 draws. If it fails then, the generator goes on with its
-//! current key (still a sound ChaCha stream) and asks again 64 draws later; only a thread's
-//! first seeding, and a forked child's, must succeed. A forked child starts with a copy of its parent's generators,
+//! A draw (one `u64`) is a word of the thread's current block of ChaCha output (256 bytes,
+//! computed at once) and no system call: the operating system is asked once per 8,192
+//! draws. If it fails then, the generator goes on with its current key (still a sound
+//! ChaCha stream) and asks again two blocks later; only a thread's first seeding, and a
+//! forked child's, must succeed.
+//!
+//! A forked child starts with a copy of its parent's generators,
 //! which would give both processes the same bits; the fork check (`forkguard`: a
 //! `pthread_atfork` handler bumps a counter, so the check is one load; where the handler
 //! cannot be registered, the process ID is compared on every draw) makes the child reseed
@@ -13,29 +16,33 @@
 
 use std::cell::RefCell;
 
-use rand_chacha::ChaCha12Rng;
-use rand_chacha::rand_core::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Core;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::rand_core::block::Generator;
 
 use crate::error::Error;
 
-/// Bytes a generator produces before it is seeded again from the operating system (what
-/// `rand`'s `ThreadRng` does too).
-const RESEED_AFTER_BYTES: u32 = 64 * 1024;
+/// Words in one ChaCha output block (four 64-byte blocks, computed at once).
+const BLOCK_WORDS: usize = 32;
 
-/// Bytes in one draw.
-const DRAW_BYTES: u32 = 8;
+/// Blocks a generator produces before it is seeded again from the operating system: 64 KiB,
+/// as `rand`'s `ThreadRng` does.
+const RESEED_AFTER_BLOCKS: u32 = 64 * 1024 / (BLOCK_WORDS as u32 * 8);
 
-/// Draws until a failed periodic reseed is tried again.
-const RESEED_RETRY_DRAWS: u32 = 64;
+/// Blocks until a failed periodic reseed is tried again.
+const RESEED_RETRY_BLOCKS: u32 = 2;
 
 thread_local! {
     static THREAD_RANDOM: RefCell<Option<ThreadRandom>> = const { RefCell::new(None) };
 }
 
 struct ThreadRandom {
-    rng: ChaCha12Rng,
-    /// Draws left before the next reseed.
-    draws_left: u32,
+    core: ChaCha8Core,
+    /// The current block of output; `words[next..]` are still to be drawn.
+    words: [u64; BLOCK_WORDS],
+    next: usize,
+    /// Blocks left before the next reseed.
+    blocks_left: u32,
     fork: ForkCheck,
 }
 
@@ -74,23 +81,43 @@ impl ForkCheck {
 impl ThreadRandom {
     fn seeded() -> Result<ThreadRandom, Error> {
         Ok(ThreadRandom {
-            rng: ChaCha12Rng::from_seed(os_seed()?),
-            draws_left: RESEED_AFTER_BYTES / DRAW_BYTES,
+            core: ChaCha8Core::from_seed(os_seed()?),
+            words: [0; BLOCK_WORDS],
+            next: BLOCK_WORDS,
+            blocks_left: RESEED_AFTER_BLOCKS,
             fork: ForkCheck::new(),
         })
     }
 
-    /// A fresh key from the operating system, or, if it fails, the current stream for a
-    /// while longer.
+    /// The next block, from a fresh key from the operating system when one is due (if that
+    /// fails, the current stream goes on for a little longer).
     #[cold]
-    fn reseed(&mut self) {
-        match os_seed() {
-            Ok(seed) => {
-                self.rng = ChaCha12Rng::from_seed(seed);
-                self.draws_left = RESEED_AFTER_BYTES / DRAW_BYTES;
+    fn refill(&mut self) {
+        if self.blocks_left == 0 {
+            match os_seed() {
+                Ok(seed) => {
+                    self.core = ChaCha8Core::from_seed(seed);
+                    self.blocks_left = RESEED_AFTER_BLOCKS;
+                }
+                Err(_) => self.blocks_left = RESEED_RETRY_BLOCKS,
             }
-            Err(_) => self.draws_left = RESEED_RETRY_DRAWS,
         }
+        self.blocks_left -= 1;
+        let mut block = [0u32; 2 * BLOCK_WORDS];
+        self.core.generate(&mut block);
+        for (word, halves) in self.words.iter_mut().zip(block.chunks_exact(2)) {
+            *word = u64::from(halves[0]) | u64::from(halves[1]) << 32;
+        }
+        self.next = 0;
+    }
+
+    #[inline]
+    fn take(&mut self) -> u64 {
+        if self.next == BLOCK_WORDS {
+            self.refill();
+        }
+        self.next += 1;
+        self.words[self.next - 1]
     }
 }
 
@@ -124,11 +151,11 @@ pub(crate) fn draw() -> Result<u64, Error> {
     let fast = THREAD_RANDOM.try_with(|cell| {
         let mut slot = cell.try_borrow_mut().ok()?;
         let random = slot.as_mut()?;
-        if random.draws_left == 0 || random.fork.forked() {
+        if random.next == BLOCK_WORDS || random.fork.forked() {
             return None;
         }
-        random.draws_left -= 1;
-        Some(random.rng.next_u64())
+        random.next += 1;
+        Some(random.words[random.next - 1])
     });
     match fast {
         Ok(Some(word)) => Ok(word),
@@ -137,8 +164,9 @@ pub(crate) fn draw() -> Result<u64, Error> {
 }
 
 /// A draw after seeding the thread's generator: for its first draw, in a forked child, or
-/// when it is due to be seeded again. Once the thread's generator is gone (a draw from a
-/// thread-local destructor), straight from the operating system.
+/// when its block is used up (and, every 64 KiB, it is due to be seeded again). Once the
+/// thread's generator is gone (a draw from a thread-local destructor), straight from the
+/// operating system.
 #[cold]
 #[inline(never)]
 fn draw_after_seeding() -> Result<u64, Error> {
@@ -146,17 +174,14 @@ fn draw_after_seeding() -> Result<u64, Error> {
         let Ok(mut slot) = cell.try_borrow_mut() else {
             return os_word();
         };
-        // Only due, not forked: then a failed reseed may go on with the current stream. (The
-        // fast path asks about a fork only while draws are left, so a fork it has seen comes
-        // here with draws left, and is reseeded below.)
-        let due_in_this_process = slot
+        // Only a used-up block, not forked: then the generator goes on. (The fast path asks
+        // about a fork only while words are left, so a fork it has seen comes here with words
+        // left, and is reseeded below.)
+        let used_up_in_this_process = slot
             .as_mut()
-            .is_some_and(|random| random.draws_left == 0 && !random.fork.forked());
+            .is_some_and(|random| random.next == BLOCK_WORDS && !random.fork.forked());
         let random = match &mut *slot {
-            Some(random) if due_in_this_process => {
-                random.reseed();
-                random
-            }
+            Some(random) if used_up_in_this_process => random,
             // First draw, or the parent's stream in a child: never to be used again here,
             // not even when seeding fails.
             other => {
@@ -166,8 +191,7 @@ fn draw_after_seeding() -> Result<u64, Error> {
                 other.insert(ThreadRandom::seeded()?)
             }
         };
-        random.draws_left -= 1;
-        Ok(random.rng.next_u64())
+        Ok(random.take())
     });
     drawn.unwrap_or_else(|_| os_word())
 }
@@ -196,10 +220,9 @@ pub(super) mod tests {
 
     #[test]
     fn draws_differ_and_go_on_across_a_reseed() {
-        let draws: std::collections::HashSet<u64> = (0..3 * RESEED_AFTER_BYTES / DRAW_BYTES)
-            .map(|_| draw().unwrap())
-            .collect();
-        assert_eq!(draws.len() as u32, 3 * RESEED_AFTER_BYTES / DRAW_BYTES);
+        let count = 3 * RESEED_AFTER_BLOCKS as usize * BLOCK_WORDS;
+        let draws: std::collections::HashSet<u64> = (0..count).map(|_| draw().unwrap()).collect();
+        assert_eq!(draws.len(), count);
     }
 
     #[test]
@@ -214,8 +237,14 @@ pub(super) mod tests {
         draw().unwrap();
         let parent_next: Vec<u64> = with_generator(|random| {
             random.fork = ForkCheck::Simulated(true);
-            let mut parent = random.rng.clone();
-            (0..64).map(|_| parent.next_u64()).collect()
+            let mut parent = ThreadRandom {
+                core: random.core.clone(),
+                words: random.words,
+                next: random.next,
+                blocks_left: random.blocks_left,
+                fork: ForkCheck::Simulated(false),
+            };
+            (0..64).map(|_| parent.take()).collect()
         });
         FAIL_OS.with(|fail| fail.set(true));
         // The fork is seen once; seeding fails, and keeps failing: the parent's stream is
@@ -228,19 +257,42 @@ pub(super) mod tests {
         assert!(child.iter().all(|word| !parent_next.contains(word)));
     }
 
+    /// The next block of a generator's current key, without drawing it.
+    fn next_block_of_this_key(random: &ThreadRandom) -> u64 {
+        let mut block = [0u32; 2 * BLOCK_WORDS];
+        random.core.clone().generate(&mut block);
+        u64::from(block[0]) | u64::from(block[1]) << 32
+    }
+
     #[test]
     fn a_failed_periodic_reseed_goes_on_with_the_stream_and_retries_soon() {
         draw().unwrap();
         let expected = with_generator(|random| {
-            random.draws_left = 0;
-            random.rng.clone().next_u64()
+            random.next = BLOCK_WORDS;
+            random.blocks_left = 0;
+            next_block_of_this_key(random)
         });
         FAIL_OS.with(|fail| fail.set(true));
         assert_eq!(draw(), Ok(expected));
         FAIL_OS.with(|fail| fail.set(false));
         assert_eq!(
-            with_generator(|random| random.draws_left),
-            RESEED_RETRY_DRAWS - 1
+            with_generator(|random| random.blocks_left),
+            RESEED_RETRY_BLOCKS - 1
+        );
+    }
+
+    #[test]
+    fn a_due_reseed_takes_a_new_key() {
+        draw().unwrap();
+        let old_key = with_generator(|random| {
+            random.next = BLOCK_WORDS;
+            random.blocks_left = 0;
+            next_block_of_this_key(random)
+        });
+        assert_ne!(draw(), Ok(old_key));
+        assert_eq!(
+            with_generator(|random| random.blocks_left),
+            RESEED_AFTER_BLOCKS - 1
         );
     }
 
