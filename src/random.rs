@@ -50,19 +50,28 @@ struct ThreadRandom {
 enum ForkCheck {
     #[cfg(unix)]
     Handler(forkguard::atfork::Guard),
+    #[cfg(unix)]
     ProcessId(forkguard::pid::Guard),
+    /// No `fork()` where there is no Unix.
+    #[cfg(not(unix))]
+    Never,
     /// Unit tests: reports a fork once.
     #[cfg(test)]
     Simulated(bool),
 }
 
 impl ForkCheck {
+    #[cfg(unix)]
     fn new() -> ForkCheck {
-        #[cfg(unix)]
-        if let Ok(guard) = forkguard::atfork::Guard::try_new() {
-            return ForkCheck::Handler(guard);
+        match forkguard::atfork::Guard::try_new() {
+            Ok(guard) => ForkCheck::Handler(guard),
+            Err(_) => ForkCheck::ProcessId(forkguard::pid::Guard::default()),
         }
-        ForkCheck::ProcessId(forkguard::pid::Guard::default())
+    }
+
+    #[cfg(not(unix))]
+    fn new() -> ForkCheck {
+        ForkCheck::Never
     }
 
     /// Whether a fork happened since the last call (each fork is reported once).
@@ -71,7 +80,10 @@ impl ForkCheck {
         match self {
             #[cfg(unix)]
             ForkCheck::Handler(guard) => guard.detected_fork(),
+            #[cfg(unix)]
             ForkCheck::ProcessId(guard) => guard.detected_fork(),
+            #[cfg(not(unix))]
+            ForkCheck::Never => false,
             #[cfg(test)]
             ForkCheck::Simulated(forked) => std::mem::take(forked),
         }
@@ -79,7 +91,11 @@ impl ForkCheck {
 }
 
 impl ThreadRandom {
+    /// A generator for this thread: its first, or a new one in a forked child.
     fn seeded() -> Result<ThreadRandom, Error> {
+        // A thread's first draw may be a forked child's first: whatever thread notices first
+        // tells the default clock, whose upkeep thread stayed with the parent.
+        crate::recent_clock::notice_fork();
         Ok(ThreadRandom {
             core: ChaCha8Core::from_seed(os_seed()?),
             words: [0; BLOCK_WORDS],
@@ -185,9 +201,7 @@ fn draw_after_seeding() -> Result<u64, Error> {
             // First draw, or the parent's stream in a child: never to be used again here,
             // not even when seeding fails.
             other => {
-                if other.take().is_some() {
-                    crate::recent_clock::after_fork();
-                }
+                *other = None;
                 other.insert(ThreadRandom::seeded()?)
             }
         };
@@ -282,6 +296,55 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_thread_reseeds_by_itself_after_64_kib() {
+        std::thread::spawn(|| {
+            let first: Vec<u64> = (0..BLOCK_WORDS).map(|_| draw().unwrap()).collect();
+            let rest = (RESEED_AFTER_BLOCKS as usize - 1) * BLOCK_WORDS;
+            (0..rest).for_each(|_| {
+                draw().unwrap();
+            });
+            assert_eq!(with_generator(|random| random.blocks_left), 0);
+            let old_key = with_generator(|random| next_block_of_this_key(random));
+            assert_ne!(draw(), Ok(old_key));
+            assert_eq!(
+                with_generator(|random| random.blocks_left),
+                RESEED_AFTER_BLOCKS - 1
+            );
+            assert!(!first.contains(&old_key));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_block_is_every_word_of_chacha_output_once_in_order() {
+        draw().unwrap();
+        let expected: Vec<u64> = with_generator(|random| {
+            random.next = BLOCK_WORDS;
+            let mut block = [0u32; 2 * BLOCK_WORDS];
+            random.core.clone().generate(&mut block);
+            block
+                .chunks_exact(2)
+                .map(|pair| u64::from(pair[0]) | u64::from(pair[1]) << 32)
+                .collect()
+        });
+        let drawn: Vec<u64> = (0..BLOCK_WORDS).map(|_| draw().unwrap()).collect();
+        assert_eq!(drawn, expected);
+    }
+
+    #[test]
+    fn a_fork_seen_as_the_block_runs_out_never_draws_the_parents_next_block() {
+        draw().unwrap();
+        with_generator(|random| {
+            random.next = BLOCK_WORDS;
+            random.fork = ForkCheck::Simulated(true);
+        });
+        FAIL_OS.with(|fail| fail.set(true));
+        assert!(matches!(draw(), Err(Error::RandomSource { .. })));
+        FAIL_OS.with(|fail| fail.set(false));
+    }
+
+    #[test]
     fn a_due_reseed_takes_a_new_key() {
         draw().unwrap();
         let old_key = with_generator(|random| {
@@ -301,6 +364,8 @@ pub(super) mod tests {
         struct DrawsOnDrop(std::sync::mpsc::Sender<Result<u64, Error>>);
         impl Drop for DrawsOnDrop {
             fn drop(&mut self) {
+                // Whether the generator is gone by now depends on whether its type needs a
+                // destructor; either way the draw must neither panic nor fail.
                 let _ = self.0.send(draw());
             }
         }

@@ -379,6 +379,7 @@ impl DefaultClock {
             .ok();
         if let Some(thread) = &thread {
             let _ = shared.thread.set(thread.thread().clone());
+            UPKEEP_PID.store(u64::from(pid), Ordering::Release);
         }
         let upkeep = Arc::new(DefaultUpkeep {
             shared: shared.clone(),
@@ -449,18 +450,26 @@ impl Drop for DefaultUpkeep {
     }
 }
 
-/// Called in a forked child once a fork is noticed (by the random bits of the 128-bit
-/// kinds): the default clock's word stood still at the fork, since its upkeep thread stayed
-/// with the parent. Parking it sends readers to the precise clock, and a `DefaultClock`
-/// built in this process starts a thread of its own that raises it again.
+/// The process that started the default clock's current upkeep thread (0: none yet).
 #[cfg(not(idgen_loom))]
-pub(crate) fn after_fork() {
-    DEFAULT_READING.clear();
+static UPKEEP_PID: AtomicU64 = AtomicU64::new(0);
+
+/// Called where a forked child may first show itself (a thread's first random draw, see
+/// `random.rs`): if the default clock's upkeep thread belongs to another process, its word
+/// stood still at the fork. Parking it sends readers to the precise clock, and a
+/// `DefaultClock` built in this process starts a thread of its own that raises it again.
+/// Cold: it asks the operating system for the process ID.
+#[cfg(not(idgen_loom))]
+pub(crate) fn notice_fork() {
+    let upkeep_pid = UPKEEP_PID.load(Ordering::Acquire);
+    if upkeep_pid != 0 && upkeep_pid != u64::from(std::process::id()) {
+        DEFAULT_READING.clear();
+    }
 }
 
 /// Under loom there is no default clock thread, and no fork.
 #[cfg(idgen_loom)]
-pub(crate) fn after_fork() {}
+pub(crate) fn notice_fork() {}
 
 #[cfg(not(idgen_loom))]
 impl Default for DefaultClock {

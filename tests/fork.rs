@@ -23,21 +23,23 @@ fn unix_ms_now() -> u64 {
 
 /// What one process issues after the fork, as text lines: UUIDs, ULIDs, then three
 /// times (a UUID's, a ULID's and a Snowflake ID's, in Unix ms) with the wall clock when
-/// they were made, after a pause longer than any cached reading may lag.
+/// they were made, after a pause longer than any cached reading may lag. The UUID and ULID
+/// come first: building the Snowflake generator builds a default clock, which notices the
+/// fork by itself.
 fn issue(uuids: &Uuid7Generator, ulids: &UlidGenerator) -> Vec<String> {
     let mut lines: Vec<String> = (0..PER_PROCESS)
         .map(|_| uuids.next_uuid().unwrap().to_string())
         .collect();
     lines.extend((0..PER_PROCESS).map(|_| ulids.next_ulid().unwrap().to_string()));
     std::thread::sleep(Duration::from_millis(300));
+    let uuid_ms = uuids.next_uuid().unwrap().unix_ms();
+    let ulid_ms = ulids.next_ulid().unwrap().unix_ms();
+    let wall = unix_ms_now();
     let snowflakes = Generator::builder().build().unwrap();
     let id = snowflakes.next_id().unwrap();
     lines.push(format!(
-        "times {} {} {} {}",
-        uuids.next_uuid().unwrap().unix_ms(),
-        ulids.next_ulid().unwrap().unix_ms(),
+        "times {uuid_ms} {ulid_ms} {} {wall}",
         snowflakes.decode(id).unix_ms,
-        unix_ms_now()
     ));
     lines
 }
@@ -57,14 +59,12 @@ fn check_times(who: &str, line: &str) {
     }
 }
 
-fn main() {
+/// Busy before the fork, on `warm`'s thread or threads: the random streams seeded, the
+/// clock's thread running. Then a fork; each process issues, and they are compared.
+fn fork_round(name: &str, warm: impl FnOnce(&Uuid7Generator, &UlidGenerator)) {
     let uuids = Uuid7Generator::new().unwrap();
     let ulids = UlidGenerator::new().unwrap();
-    // Busy before the fork: the random streams are seeded, the clock's thread is running.
-    for _ in 0..10_000 {
-        uuids.next_uuid().unwrap();
-        ulids.next_ulid().unwrap();
-    }
+    warm(&uuids, &ulids);
     let (mut to_parent, from_child) = UnixStream::pair().unwrap();
     // SAFETY: the process has no threads but this one and the default clock's upkeep thread,
     // which holds no lock while it sleeps or refreshes; the child ends with `_exit`.
@@ -95,9 +95,13 @@ fn main() {
     unsafe { libc::waitpid(pid, &mut status, 0) };
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child failed: {status}"
+        "{name}: child failed: {status}"
     );
-    assert_eq!(theirs.len(), mine.len(), "the child reported everything");
+    assert_eq!(
+        theirs.len(),
+        mine.len(),
+        "{name}: the child reported everything"
+    );
 
     let ids = 2 * PER_PROCESS;
     let in_common: Vec<&String> = mine[..ids]
@@ -106,7 +110,7 @@ fn main() {
         .collect();
     assert!(
         in_common.is_empty(),
-        "issued by both processes: {in_common:?}"
+        "{name}: issued by both processes: {in_common:?}"
     );
     // Not only the IDs: the random bits differ everywhere (the same state is copied, so
     // without a reseed they would match ID for ID).
@@ -115,8 +119,31 @@ fn main() {
         .zip(&theirs[..ids])
         .filter(|(a, b)| a[a.len() - 8..] == b[b.len() - 8..])
         .count();
-    assert_eq!(same_tail, 0, "IDs ending in the same random characters");
-    check_times("parent", &mine[ids]);
-    check_times("child", &theirs[ids]);
-    println!("fork: {ids} IDs per process, none in common; times right in both processes");
+    assert_eq!(
+        same_tail, 0,
+        "{name}: IDs ending in the same random characters"
+    );
+    check_times(&format!("{name}, parent"), &mine[ids]);
+    check_times(&format!("{name}, child"), &theirs[ids]);
+    println!("fork ({name}): {ids} IDs per process, none in common; times right in both");
+}
+
+fn warm(uuids: &Uuid7Generator, ulids: &UlidGenerator) {
+    for _ in 0..10_000 {
+        uuids.next_uuid().unwrap();
+        ulids.next_ulid().unwrap();
+    }
+}
+
+fn main() {
+    // Only another thread drew: in the child, the first draw is its thread's first (this
+    // thread has drawn nothing yet in this process), and nothing but that draw tells the
+    // default clock that its thread stayed behind.
+    fork_round("another thread drew", |uuids, ulids| {
+        std::thread::scope(|scope| {
+            scope.spawn(|| warm(uuids, ulids));
+        });
+    });
+    // The forking thread has drawn: the child starts with a copy of its stream.
+    fork_round("the forking thread drew", warm);
 }
