@@ -131,6 +131,11 @@
 //!   [`lease::LeaseStore`] (a directory on one host, or etcd with the `etcd` feature) and
 //!   stops issuing before the lease could pass to another process; see
 //!   [`design::leases`]. A plain [`Generator`] trusts the numbers it is given.
+//! - After `fork()`, the child has no copy of the default clock's upkeep thread. Its first
+//!   UUIDv7 or ULID draw, or any `DefaultClock` built in the child (every builder builds
+//!   one), notices and sends readers to the precise clock; a child that does neither, or
+//!   that reads a [`RecentClock`], would keep the reading of the moment of the fork. Build
+//!   generators after forking, or use [`MonotonicClock`] in processes that fork.
 //! - IDs carry millisecond time: IDs from different nodes in the same millisecond sort by
 //!   node, not by the instant they were made. UUIDv7s and ULIDs from different generators
 //!   in the same millisecond sort by their counters, which start at random: in no useful
