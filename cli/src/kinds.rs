@@ -11,13 +11,16 @@ use crate::{Failure, decoded_json, parse_id, time};
 /// A kind of ID, as `kind` names it in requests and `--kind` on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Kind {
-    /// 64-bit Snowflake IDs from the leased worker number, as decimal strings.
+    /// 64-bit Snowflake IDs from the leased worker number.
     Snowflake,
     /// RFC 9562 version 7 UUIDs, canonical lowercase text.
     Uuidv7,
     /// ULIDs, 26 characters of Crockford base32.
     Ulid,
 }
+
+/// Every kind, in a fixed order (the service's per-kind counters follow it).
+pub const KINDS: [Kind; 3] = [Kind::Snowflake, Kind::Uuidv7, Kind::Ulid];
 
 impl Kind {
     pub const NAMES: &str = r#""snowflake", "uuidv7" or "ulid""#;
@@ -32,10 +35,18 @@ impl Kind {
 
     /// The kind a request names, exactly (no other spelling, no other case).
     pub fn parse(text: &str) -> Result<Kind, String> {
-        [Kind::Snowflake, Kind::Uuidv7, Kind::Ulid]
+        KINDS
             .into_iter()
             .find(|kind| kind.name() == text)
-            .ok_or_else(|| format!("kind must be {}; got {text:?}", Kind::NAMES))
+            .ok_or_else(|| format!("kind must be {}; got {:?}", Kind::NAMES, shown(text)))
+    }
+}
+
+/// Untrusted text as an error message shows it: at most 64 characters.
+pub fn shown(text: &str) -> String {
+    match text.char_indices().nth(64) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
     }
 }
 
@@ -54,6 +65,11 @@ impl CountedGenerators {
         })
     }
 
+    /// Their slow-path counters, added up.
+    pub fn stats(&self) -> idgen::Stats {
+        self.uuid7.stats() + self.ulid.stats()
+    }
+
     /// `count` IDs of a 128-bit kind, in increasing order, as text; `None` for Snowflake
     /// IDs, which come from the leased generator.
     pub fn issue(&self, kind: Kind, count: usize) -> Option<Result<Vec<String>, Error>> {
@@ -65,6 +81,7 @@ impl CountedGenerators {
     }
 }
 
+/// IDs as their text forms.
 pub fn as_text<T: ToString>(ids: Vec<T>) -> Vec<String> {
     ids.iter().map(ToString::to_string).collect()
 }
@@ -94,7 +111,7 @@ fn parse_as<T: std::str::FromStr<Err: std::fmt::Display>>(
     what: &str,
 ) -> Result<T, String> {
     text.parse()
-        .map_err(|error| format!("invalid {what} {text:?}: {error}"))
+        .map_err(|error| format!("invalid {what} {:?}: {error}", shown(text)))
 }
 
 /// What there is to say of a UUIDv7 or a ULID: its canonical text, kind and time.

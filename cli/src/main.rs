@@ -1,5 +1,6 @@
-//! `idgen`: unique, time-sortable 64-bit IDs for programs that cannot embed the crate. An
-//! HTTP service (`idgen serve`) and operator commands (`next`, `decode`, `layout`).
+//! `idgen`: unique, time-sortable IDs (64-bit Snowflake, UUIDv7, ULID) for programs that
+//! cannot embed the crate. An HTTP service (`idgen serve`) and operator commands (`next`,
+//! `decode`, `layout`, `leases`).
 
 mod generators;
 mod kinds;
@@ -21,7 +22,7 @@ use lease_args::LeaseArgs;
 #[command(
     name = "idgen",
     version,
-    about = "Unique, time-sortable 64-bit IDs: an HTTP service and a CLI"
+    about = "Unique, time-sortable IDs (Snowflake, UUIDv7, ULID): an HTTP service and a CLI"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -32,9 +33,11 @@ struct Cli {
 enum Command {
     /// Serve IDs over HTTP (JSON, IDs as strings), holding a leased worker number.
     Serve(serve::ServeArgs),
-    /// Print IDs, from a worker number leased for the run.
+    /// Print IDs: Snowflake IDs from a worker number leased for the run, or UUIDv7s or ULIDs
+    /// (`--kind`), which need none.
     Next(NextArgs),
-    /// Show the parts of IDs (decimal or base32): creation time, datacenter, worker, sequence.
+    /// Show what an ID says: its kind and creation time, and for a Snowflake ID (decimal or
+    /// base32) its datacenter, worker and sequence.
     Decode(DecodeArgs),
     /// Show the arithmetic of a layout: lifetime, last instant, workers, rates.
     Layout(LayoutCommand),
@@ -64,7 +67,7 @@ struct NextArgs {
     #[arg(short = 'n', long = "count", default_value_t = 1)]
     count: usize,
     /// Which kind: Snowflake IDs from a leased worker number, or UUIDv7s or ULIDs (128
-    /// bits, no worker number needed: nothing is leased).
+    /// bits, no worker number needed: nothing is leased, and the lease flags are not used).
     #[arg(long, value_enum, default_value_t = kinds::Kind::Snowflake)]
     kind: kinds::Kind,
     /// Output format: one per line in decimal or base32, or a JSON array of strings.
@@ -155,10 +158,11 @@ fn next(args: NextArgs) -> Result<(), Failure> {
     if args.count == 0 {
         return Err(Failure::input("-n must be at least 1"));
     }
+    // Checked for every kind, so that a bad flag is never silently ignored.
+    let layout = args.layout.layout()?;
     if args.kind != kinds::Kind::Snowflake {
         return next_counted(args);
     }
-    let layout = args.layout.layout()?;
     let generator = args.lease.acquire(layout)?;
     let ids = generator
         .next_ids(args.count)
@@ -209,11 +213,12 @@ pub fn parse_id(text: &str) -> Result<Id, String> {
         Err(decimal) if text.len() == 13 && !text.bytes().all(|b| b.is_ascii_digit()) => {
             Id::from_base32(text).map_err(|base32| {
                 format!(
-                    "invalid ID {text:?}: not canonical decimal ({decimal}) nor base32 ({base32})"
+                    "invalid ID {:?}: not canonical decimal ({decimal}) nor base32 ({base32})",
+                    kinds::shown(text)
                 )
             })
         }
-        Err(decimal) => Err(format!("invalid ID {text:?}: {decimal}")),
+        Err(decimal) => Err(format!("invalid ID {:?}: {decimal}", kinds::shown(text))),
     }
 }
 

@@ -1,4 +1,4 @@
-//! `idgen serve`: the HTTP service. JSON in and out, IDs always as decimal strings.
+//! `idgen serve`: the HTTP service. JSON in and out, every ID as a string (Snowflake IDs in decimal).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use idgen::lease::{LeaseState, LeasedGenerator};
 use serde_json::{Value, json};
 
 use crate::generators::{self, LeaseApi};
-use crate::kinds::{CountedGenerators, Kind};
+use crate::kinds::{CountedGenerators, KINDS, Kind};
 use crate::layout_args::LayoutArgs;
 use crate::lease_args::LeaseArgs;
 use crate::{Failure, kinds, layout_json};
@@ -68,6 +68,8 @@ struct Service {
     /// Batches up to this size are made inline (see [`INLINE_BATCH`]).
     inline_batch: usize,
     ids_issued: AtomicU64,
+    /// IDs issued by kind, in the order of [`KINDS`].
+    issued_by_kind: [AtomicU64; 3],
     /// Responses by status code, 100 to 599.
     responses: Vec<AtomicU64>,
 }
@@ -82,6 +84,8 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         .as_deref()
         .map(generators::read_token)
         .transpose()?;
+    // Before the lease, so that a clock these kinds refuse leaves no number to release.
+    let counted = CountedGenerators::new()?;
     // Leasing blocks (and the etcd store refuses to run inside a Tokio runtime): do it first.
     let mut source = args.lease.source(layout)?;
     source.holder = Some(format!("idgen serve, pid {}", std::process::id()));
@@ -89,12 +93,13 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     let lease_api = token.map(|token| Arc::new(LeaseApi::new(token, source, layout)));
     let service = Arc::new(Service {
         generator,
-        counted: CountedGenerators::new()?,
+        counted,
         lease_api,
         layout,
         max_batch: args.max_batch,
         inline_batch: INLINE_BATCH.min((layout.max_sequence() as usize + 1) / 4),
         ids_issued: AtomicU64::new(0),
+        issued_by_kind: Default::default(),
         responses: (0..500).map(|_| AtomicU64::new(0)).collect(),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -257,21 +262,57 @@ async fn get_ids(
     State(service): State<Arc<Service>>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let query = query.as_deref().unwrap_or("");
-    let count = count_from_query(query, service.max_batch)?;
-    let kind = match once_in_query(query, &["kind"], "give the kind once, as kind=...")? {
+    let pairs = query_pairs(query.as_deref().unwrap_or(""))?;
+    let count = count_from_query(&pairs, service.max_batch)?;
+    let kind = match once_in_query(&pairs, &["kind"], "give the kind once, as kind=...")? {
         None => Kind::Snowflake,
         Some(text) => Kind::parse(text).map_err(ApiError::bad)?,
     };
     issue(service, count, kind).await
 }
 
+/// The parameters `/v1/ids` takes: anything else (a misspelt `Kind=ulid`) is refused rather
+/// than ignored, so a request never silently gets another kind than it asked for.
+const ID_PARAMETERS: [&str; 3] = ["count", "n", "kind"];
+
+/// A query string's parameters, percent-decoded; any but [`ID_PARAMETERS`] is a 400.
+fn query_pairs(query: &str) -> Result<Vec<(String, String)>, ApiError> {
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .map(|(key, value)| (key.into_owned(), value.into_owned()))
+        .collect();
+    if let Some((key, _)) = pairs
+        .iter()
+        .find(|(key, _)| !ID_PARAMETERS.contains(&key.as_str()))
+    {
+        return Err(ApiError::bad(format!(
+            "unknown parameter {:?}: /v1/ids takes count (or n) and kind",
+            kinds::shown(key)
+        )));
+    }
+    Ok(pairs)
+}
+
 async fn post_ids(
     State(service): State<Arc<Service>>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
+    if query.is_some_and(|query| !query.is_empty()) {
+        return Err(ApiError::bad(
+            r#"POST /v1/ids takes its parameters in the body, {"count": N, "kind": "..."}, not the query"#,
+        ));
+    }
     let fields = read_json_object(&headers, body, r#"{"count": 10}"#).await?;
+    if let Some(field) = fields
+        .keys()
+        .find(|field| !["count", "kind"].contains(&field.as_str()))
+    {
+        return Err(ApiError::bad(format!(
+            "unknown field {:?}: the body is {{\"count\": N, \"kind\": \"...\"}}",
+            kinds::shown(field)
+        )));
+    }
     let count = match fields.get("count") {
         None => return Err(ApiError::bad(r#"count is missing: send {"count": N}"#)),
         Some(count) => count_from_json(count, service.max_batch)?,
@@ -366,33 +407,34 @@ async fn issue(service: Arc<Service>, count: usize, kind: Kind) -> Result<Respon
     service
         .ids_issued
         .fetch_add(ids.len() as u64, Ordering::Relaxed);
+    let slot = KINDS.iter().position(|&k| k == kind).unwrap_or_default();
+    service.issued_by_kind[slot].fetch_add(ids.len() as u64, Ordering::Relaxed);
     Ok(axum::Json(json!({ "ids": ids })).into_response())
 }
 
-/// The value of the one parameter of `query` named by any of `keys`, if there is one;
-/// `twice` is the error for a query that gives it more than once.
+/// The value of the one parameter named by any of `keys`, if there is one; `twice` is the
+/// error for a query that gives it more than once.
 fn once_in_query<'q>(
-    query: &'q str,
+    pairs: &'q [(String, String)],
     keys: &[&str],
     twice: &str,
 ) -> Result<Option<&'q str>, ApiError> {
     let mut found = None;
-    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        if keys.contains(&key) {
+    for (key, value) in pairs {
+        if keys.contains(&key.as_str()) {
             if found.is_some() {
                 return Err(ApiError::bad(twice));
             }
-            found = Some(value);
+            found = Some(value.as_str());
         }
     }
     Ok(found)
 }
 
 /// `count=N` or `n=N`, exactly once.
-fn count_from_query(query: &str, max: usize) -> Result<usize, ApiError> {
+fn count_from_query(pairs: &[(String, String)], max: usize) -> Result<usize, ApiError> {
     let found = once_in_query(
-        query,
+        pairs,
         &["count", "n"],
         "give the count once, as count=N or n=N",
     )?;
@@ -497,7 +539,8 @@ async fn healthz(State(service): State<Arc<Service>>) -> Response {
 }
 
 async fn metrics(State(service): State<Arc<Service>>) -> Response {
-    let generator = service.generator.stats();
+    // Waits and refusals of every kind: the leased Snowflake generator and the 128-bit ones.
+    let generator = service.generator.stats() + service.counted.stats();
     let lease = service.generator.lease_stats();
     let mut text = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, u64)]| {
@@ -510,8 +553,24 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
     metric(
         "idgen_ids_issued_total",
         "counter",
-        "IDs handed out over HTTP.",
+        "IDs handed out over HTTP, of every kind.",
         &one(service.ids_issued.load(Ordering::Relaxed)),
+    );
+    let by_kind: Vec<(String, u64)> = KINDS
+        .iter()
+        .zip(&service.issued_by_kind)
+        .map(|(kind, count)| {
+            (
+                format!("{{kind=\"{}\"}}", kind.name()),
+                count.load(Ordering::Relaxed),
+            )
+        })
+        .collect();
+    metric(
+        "idgen_ids_issued_by_kind_total",
+        "counter",
+        "IDs handed out over HTTP, by kind.",
+        &by_kind,
     );
     let by_status: Vec<(String, u64)> = service
         .responses

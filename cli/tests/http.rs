@@ -21,7 +21,8 @@ fn ids_come_as_increasing_decimal_strings_from_get_and_post() {
     for path in [
         "/v1/ids?count=500",
         "/v1/ids?n=500",
-        "/v1/ids?other=1&count=500",
+        "/v1/ids?&count=500&",
+        "/v1/ids?c%6Funt=5%300",
     ] {
         let ids = service.get(path).ids();
         assert_eq!(ids.len(), 500, "{path}");
@@ -81,8 +82,16 @@ fn uuidv7s_and_ulids_come_from_get_and_post_and_decode_to_their_kind() {
         .get(&format!("/v1/ids/{}/decode", named.ids()[0]))
         .json();
     assert_eq!(decoded["kind"], "snowflake");
-    // Anything else is a 400 with the names that would do.
+    // Percent-encoding is decoded: `k%69nd=uuid%76` is `kind=uuidv` + `7`.
+    let decoded = service.get("/v1/ids?count=3&k%69nd=uuid%767").json();
+    assert!(decoded["ids"][0].as_str().unwrap().len() == 36, "{decoded}");
+    // Anything else is a 400 with the names that would do, never another kind than asked.
     for (path, body) in [
+        ("/v1/ids?count=1&Kind=ulid", None),
+        ("/v1/ids?count=1&type=ulid", None),
+        ("/v1/ids?kind=ulid", Some(r#"{"count": 1}"#)),
+        ("/v1/ids", Some(r#"{"count": 1, "type": "uuidv7"}"#)),
+        ("/v1/ids", Some(r#"{"count": 1, "Kind": "uuidv7"}"#)),
         ("/v1/ids?count=1&kind=uuid", None),
         ("/v1/ids?count=1&kind=UUIDV7", None),
         ("/v1/ids?count=1&kind=", None),
@@ -115,6 +124,16 @@ fn uuidv7s_and_ulids_come_from_get_and_post_and_decode_to_their_kind() {
         assert_eq!(reply.status, 400, "{bad}: {}", reply.body);
     }
     assert_eq!(service.get("/healthz").status, 200, "still serving");
+    // Counted by kind: 10,300 of each 128-bit kind, 2 Snowflake IDs.
+    let metrics = service.get("/metrics").body;
+    for line in [
+        "idgen_ids_issued_by_kind_total{kind=\"uuidv7\"} 10303\n",
+        "idgen_ids_issued_by_kind_total{kind=\"ulid\"} 10300\n",
+        "idgen_ids_issued_by_kind_total{kind=\"snowflake\"} 2\n",
+        "idgen_ids_issued_total 20605\n",
+    ] {
+        assert!(metrics.contains(line), "{line}{metrics}");
+    }
 }
 
 #[test]
