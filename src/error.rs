@@ -138,27 +138,6 @@ pub enum Error {
         /// What the operating system said.
         reason: String,
     },
-    /// A sequence name outside 1 to 64 of `a-z`, `0-9`, `_` and `-`.
-    #[error("invalid sequence name {name:?}: {reason}")]
-    SequenceName {
-        /// The name given (at most 64 characters of it).
-        name: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-    /// A sequence has handed out every value a positive `i64` holds. Permanent.
-    #[error("sequence {sequence} has no values left below 2^63")]
-    SequenceExhausted {
-        /// The sequence.
-        sequence: String,
-    },
-    /// The block store could not be reached, read or written, or holds something it did not
-    /// write. Nothing was granted.
-    #[error("block store: {reason}")]
-    BlockStore {
-        /// What failed.
-        reason: String,
-    },
     /// A batch so large that its vector cannot be allocated.
     #[error("a batch of {requested} IDs cannot be allocated")]
     BatchTooLarge {

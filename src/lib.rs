@@ -147,8 +147,6 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod backoff;
-#[cfg(not(idgen_loom))]
-pub mod blocks;
 mod clock;
 mod counted;
 mod error;
