@@ -12,7 +12,8 @@ use std::fmt;
 ///   [`Error::WouldBlock`] (only from the `try_` methods: the current millisecond is used up),
 ///   and the lease errors: [`Error::LeaseExpired`], [`Error::LeaseLost`],
 ///   [`Error::LeaseRangeFull`], [`Error::LeaseStore`] and [`Error::ClockBehindMark`] (a
-///   renewal, a freed number, a store back online or a clock catching up can each end them).
+///   renewal, a freed number, a store back online or a clock catching up can each end them),
+///   and the block errors [`Error::BlockStore`] and [`Error::BlocksUnavailable`].
 /// - **Permanent**: retrying the same call cannot help. A bad layout or node number, an ID
 ///   string that is not an ID, a clock set before the layout's epoch, or a layout whose time
 ///   range is used up ([`Error::TimeExhausted`]).
@@ -138,6 +139,51 @@ pub enum Error {
         /// What the operating system said.
         reason: String,
     },
+    /// A sequence name outside 1 to 64 of `a-z`, `0-9`, `_` and `-`.
+    #[error("invalid sequence name {name:?}: {reason}")]
+    SequenceName {
+        /// The name given (at most 64 characters of it).
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A sequence has handed out every value a positive `i64` holds. Permanent.
+    #[error("sequence {sequence} has no values left below 2^63")]
+    SequenceExhausted {
+        /// The sequence.
+        sequence: String,
+    },
+    /// The block store could not be reached, read or written, or holds something it did not
+    /// write. Nothing was granted. Transient: a store back online ends it (a damaged file
+    /// needs an operator first).
+    #[error("block store: {reason}")]
+    BlockStore {
+        /// What failed.
+        reason: String,
+    },
+    /// Both blocks of an allocator are used up and the store gave no new one within the
+    /// allocator's wait. Transient.
+    #[error("sequence {sequence}: no block from the store within {waited_ms} ms: {reason}")]
+    BlocksUnavailable {
+        /// The sequence.
+        sequence: String,
+        /// How long the call waited.
+        waited_ms: u64,
+        /// The store's last error, or that it has not answered.
+        reason: String,
+    },
+    /// The allocator was closed; its unused values went back to the store.
+    #[error("sequence {sequence}: the allocator is closed")]
+    AllocatorClosed {
+        /// The sequence.
+        sequence: String,
+    },
+    /// A block allocator's settings do not make sense.
+    #[error("invalid block allocator settings: {reason}")]
+    BlockConfig {
+        /// What is wrong.
+        reason: String,
+    },
     /// A batch so large that its vector cannot be allocated.
     #[error("a batch of {requested} IDs cannot be allocated")]
     BatchTooLarge {
@@ -236,6 +282,8 @@ impl Error {
                 | Error::LeaseRangeFull { .. }
                 | Error::LeaseStore { .. }
                 | Error::ClockBehindMark { .. }
+                | Error::BlockStore { .. }
+                | Error::BlocksUnavailable { .. }
         )
     }
 }

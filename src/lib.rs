@@ -147,6 +147,11 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod backoff;
+#[cfg(idgen_loom)]
+#[path = "blocks/cursor.rs"]
+mod block_cursor;
+#[cfg(not(idgen_loom))]
+pub mod blocks;
 mod clock;
 mod counted;
 mod error;
@@ -164,6 +169,10 @@ mod sync;
 mod ulid;
 mod uuid7;
 
+/// The block allocator's cursor, for the loom model of its protocol.
+#[cfg(idgen_loom)]
+#[doc(hidden)]
+pub use block_cursor::BlockCursor;
 /// Under loom the default clock is the plain [`MonotonicClock`]: loom runs no real threads.
 #[cfg(idgen_loom)]
 pub use clock::MonotonicClock as DefaultClock;
@@ -194,6 +203,10 @@ pub use uuid7::{ParseUuid7Error, Uuid7, Uuid7Generator};
 pub mod design {
     #[doc = include_str!("../docs/leases.md")]
     pub mod leases {}
+    #[doc = include_str!("../docs/blocks.md")]
+    pub mod blocks {}
+    #[doc = include_str!("../docs/choosing.md")]
+    pub mod choosing {}
 }
 
 /// The README's examples run as doc tests, so the README cannot drift from the code.

@@ -65,20 +65,25 @@ pub struct FileStore {
 /// every mark, and with it the guard against a clock stepped back across the restart) and
 /// private to one user (a shared temp dir lets anyone forge, delete or hold records).
 pub fn default_lease_dir() -> Result<PathBuf, Error> {
+    default_state_dir("leases").ok_or_else(|| Error::LeaseConfig {
+        reason: "no default lease directory: neither XDG_STATE_HOME nor HOME is set; give one \
+                 explicitly (--lease-dir)"
+            .to_string(),
+    })
+}
+
+/// `idgen/<leaf>` under the first of `$XDG_STATE_HOME`, `/var/lib` for root, and
+/// `$HOME/.local/state`: persistent and private to one user. `None` when neither variable
+/// is set for a user other than root.
+pub(crate) fn default_state_dir(leaf: &str) -> Option<PathBuf> {
     if let Some(state) = std::env::var_os("XDG_STATE_HOME").filter(|dir| !dir.is_empty()) {
-        return Ok(PathBuf::from(state).join("idgen").join("leases"));
+        return Some(PathBuf::from(state).join("idgen").join(leaf));
     }
     if effective_uid() == Some(0) {
-        return Ok(PathBuf::from("/var/lib/idgen/leases"));
+        return Some(PathBuf::from("/var/lib/idgen").join(leaf));
     }
-    match std::env::var_os("HOME").filter(|dir| !dir.is_empty()) {
-        Some(home) => Ok(PathBuf::from(home).join(".local/state/idgen/leases")),
-        None => Err(Error::LeaseConfig {
-            reason: "no default lease directory: neither XDG_STATE_HOME nor HOME is set; give \
-                     one explicitly (--lease-dir)"
-                .to_string(),
-        }),
-    }
+    let home = std::env::var_os("HOME").filter(|dir| !dir.is_empty())?;
+    Some(PathBuf::from(home).join(".local/state/idgen").join(leaf))
 }
 
 /// Where idgen kept its leases before the default moved: numbers held there by a running

@@ -1,0 +1,196 @@
+//! The PostgreSQL block store (feature `postgres`): grants and give-backs on a real server
+//! (the one `.ci/test` starts), the end of the range, bad URLs, use from async code, and a
+//! private server restarted under load.
+
+#![cfg(feature = "postgres")]
+
+#[path = "common/blocks.rs"]
+mod blocks;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use blocks::{PostgresServer, assert_increasing, assert_unique, postgres_url};
+use idgen::Error;
+use idgen::blocks::{BlockAllocator, BlockStore, MAX_VALUE, PostgresStore, SequenceName};
+
+/// A sequence name no other test (or earlier run) uses.
+fn fresh(test: &str) -> SequenceName {
+    let micros = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    SequenceName::new(&format!("{test}-{}-{micros}", std::process::id())).unwrap()
+}
+
+#[test]
+fn grants_are_dense_and_a_give_back_is_taken_only_while_latest() {
+    let store = PostgresStore::connect(&postgres_url()).unwrap();
+    let name = fresh("pg-grants");
+    let first = store.grant(&name, 100).unwrap();
+    assert_eq!((first.first, first.end), (1, 101));
+    let second = store.grant(&name, 50).unwrap();
+    assert_eq!((second.first, second.end), (101, 151));
+    assert_eq!(
+        store.give_back(&name, &first, 40),
+        Ok(false),
+        "not the latest"
+    );
+    assert_eq!(store.give_back(&name, &second, 120), Ok(true));
+    assert_eq!(store.give_back(&name, &second, 120), Ok(false), "repeated");
+    let third = store.grant(&name, 10).unwrap();
+    assert_eq!((third.first, third.end), (120, 130));
+}
+
+#[test]
+fn threads_with_their_own_connections_never_share_a_value() {
+    let name = fresh("pg-threads");
+    let runs: Vec<Vec<u64>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..6)
+            .map(|_| {
+                let name = name.clone();
+                scope.spawn(move || {
+                    let alloc = BlockAllocator::builder(
+                        PostgresStore::connect(&postgres_url()).unwrap(),
+                        name.as_str(),
+                    )
+                    .unwrap()
+                    .fixed_block_size(7)
+                    .build()
+                    .unwrap();
+                    (0..700).map(|_| alloc.next().unwrap()).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for run in &runs {
+        assert_increasing("allocator", run);
+    }
+    assert_eq!(assert_unique(&runs), 4_200);
+}
+
+#[test]
+fn the_end_of_the_i64_range_is_a_clear_error() {
+    let url = postgres_url();
+    let store = PostgresStore::connect(&url).unwrap();
+    let name = fresh("pg-end");
+    store.grant(&name, 1).unwrap();
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let near_end = (MAX_VALUE - 3) as i64;
+    client
+        .execute(
+            "UPDATE idgen_sequences SET last_value = $2 WHERE name = $1",
+            &[&name.as_str(), &near_end],
+        )
+        .unwrap();
+    let last = store.grant(&name, 1_000).unwrap();
+    assert_eq!((last.first, last.end), (MAX_VALUE - 2, MAX_VALUE + 1));
+    assert_eq!(
+        store.grant(&name, 1),
+        Err(Error::SequenceExhausted {
+            sequence: name.to_string()
+        })
+    );
+}
+
+#[test]
+fn a_bad_url_or_an_unreachable_server_is_a_clear_error() {
+    for url in [
+        "not a url at all ===",
+        "postgresql://postgres@127.0.0.1:1/postgres",
+    ] {
+        match PostgresStore::connect(url) {
+            Err(Error::BlockStore { reason }) => assert!(reason.contains("PostgreSQL"), "{reason}"),
+            other => panic!("{url}: expected BlockStore, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_store_is_created_used_and_dropped_inside_async_code() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let name = fresh("pg-async");
+    let values = runtime.block_on(async move {
+        // Created and dropped on a worker thread: no runtime of its own is dropped here.
+        let store = PostgresStore::connect(&postgres_url()).unwrap();
+        let alloc = BlockAllocator::builder(store, name.as_str())
+            .unwrap()
+            .build()
+            .unwrap();
+        let alloc = std::sync::Arc::new(alloc);
+        let values = {
+            let alloc = alloc.clone();
+            tokio::task::spawn_blocking(move || alloc.next_n(5).unwrap())
+                .await
+                .unwrap()
+        };
+        drop(alloc);
+        values
+    });
+    assert_eq!(values, vec![1, 2, 3, 4, 5]);
+}
+
+/// What one thread saw: its values with the instant each came, calls refused, and grants
+/// that failed.
+type Run = (Vec<(Instant, u64)>, u64, u64);
+
+#[test]
+fn a_server_restarted_under_load_costs_no_duplicate_and_the_allocators_recover() {
+    let server = PostgresServer::start("restart");
+    let url = server.url();
+    let stop = AtomicBool::new(false);
+    let restarted_at: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+    let runs: Vec<Run> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let (url, stop) = (&url, &stop);
+                scope.spawn(move || {
+                    let alloc =
+                        BlockAllocator::builder(PostgresStore::connect(url).unwrap(), "load")
+                            .unwrap()
+                            .fixed_block_size(5)
+                            .max_wait(Duration::from_millis(300))
+                            .build()
+                            .unwrap();
+                    let (mut values, mut refused) = (Vec::new(), 0);
+                    while !stop.load(Ordering::SeqCst) {
+                        match alloc.next() {
+                            Ok(value) => values.push((Instant::now(), value)),
+                            // The only errors an outage may cause.
+                            Err(Error::BlocksUnavailable { .. }) => refused += 1,
+                            Err(other) => panic!("unexpected error: {other:?}"),
+                        }
+                    }
+                    (values, refused, alloc.stats().failed_round_trips)
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        server.restart_fast();
+        *restarted_at.lock().unwrap() = Some(Instant::now());
+        std::thread::sleep(Duration::from_millis(1_500));
+        stop.store(true, Ordering::SeqCst);
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let restarted_at = restarted_at.lock().unwrap().unwrap();
+    let mut all = Vec::new();
+    for (i, (values, _, _)) in runs.iter().enumerate() {
+        let plain: Vec<u64> = values.iter().map(|&(_, v)| v).collect();
+        assert_increasing(&format!("thread {i}"), &plain);
+        assert!(
+            values.iter().any(|&(at, _)| at > restarted_at),
+            "thread {i} did not recover after the restart"
+        );
+        all.push(plain);
+    }
+    assert_unique(&all);
+    let failed: u64 = runs.iter().map(|(_, _, failed)| failed).sum();
+    assert!(failed > 0, "no grant failed: the restart was never felt");
+    let refused: u64 = runs.iter().map(|(_, refused, _)| refused).sum();
+    eprintln!("grants failed during the restart: {failed}; calls refused: {refused}");
+}
