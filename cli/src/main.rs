@@ -1,11 +1,12 @@
 //! `idgen`: unique, time-sortable IDs (64-bit Snowflake, UUIDv7, ULID) for programs that
 //! cannot embed the crate. An HTTP service (`idgen serve`) and operator commands (`next`,
-//! `decode`, `layout`, `leases`).
+//! `decode`, `layout`, `leases`, `seq`).
 
 mod generators;
 mod kinds;
 mod layout_args;
 mod lease_args;
+mod sequences;
 mod serve;
 mod time;
 
@@ -43,6 +44,9 @@ enum Command {
     Layout(LayoutCommand),
     /// Show every worker number of a lease store: free or held, holder, mark, anomalies.
     Leases(LeasesArgs),
+    /// Dense values of named sequences (order numbers, invoice numbers) from the block
+    /// store: `idgen seq next orders -n 10`.
+    Seq(sequences::SeqArgs),
 }
 
 #[derive(Args)]
@@ -121,6 +125,7 @@ fn main() -> ExitCode {
             ..
         }) => args.run(),
         Command::Leases(LeasesArgs { list, .. }) => list.run(),
+        Command::Seq(args) => args.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

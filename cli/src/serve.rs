@@ -21,6 +21,7 @@ use crate::generators::{self, LeaseApi};
 use crate::kinds::{CountedGenerators, KINDS, Kind};
 use crate::layout_args::LayoutArgs;
 use crate::lease_args::LeaseArgs;
+use crate::sequences::{self, BlockArgs, Sequences};
 use crate::{Failure, kinds, layout_json};
 
 /// Request bodies above this are refused with 413: `{"count": N}` needs a few bytes.
@@ -52,6 +53,12 @@ pub struct ServeArgs {
     /// needs `Authorization: Bearer <token>`, the token being this file's content, trimmed.
     #[arg(long, value_name = "FILE")]
     lease_api_token_file: Option<std::path::PathBuf>,
+    /// The most sequences `/v1/sequences/{name}/next` serves (each keeps a fetcher thread
+    /// and two blocks); a new name beyond it gets a 503.
+    #[arg(long, default_value_t = 1_000)]
+    max_sequences: usize,
+    #[command(flatten)]
+    blocks: BlockArgs,
     #[command(flatten)]
     lease: LeaseArgs,
     #[command(flatten)]
@@ -63,6 +70,7 @@ struct Service {
     /// UUIDv7s and ULIDs: no worker number, no lease.
     counted: CountedGenerators,
     lease_api: Option<Arc<LeaseApi>>,
+    sequences: Arc<Sequences>,
     layout: Layout,
     max_batch: usize,
     /// Batches up to this size are made inline (see [`INLINE_BATCH`]).
@@ -86,6 +94,12 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         .transpose()?;
     // Before the lease, so that a clock these kinds refuse leaves no number to release.
     let counted = CountedGenerators::new()?;
+    // Connecting to PostgreSQL blocks: before the runtime, like the lease.
+    let sequences = Arc::new(Sequences::new(
+        args.blocks.store()?,
+        args.max_sequences,
+        args.max_batch,
+    ));
     // Leasing blocks (and the etcd store refuses to run inside a Tokio runtime): do it first.
     let mut source = args.lease.source(layout)?;
     source.holder = Some(format!("idgen serve, pid {}", std::process::id()));
@@ -95,6 +109,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         generator,
         counted,
         lease_api,
+        sequences: Arc::clone(&sequences),
         layout,
         max_batch: args.max_batch,
         inline_batch: INLINE_BATCH.min((layout.max_sequence() as usize + 1) / 4),
@@ -112,6 +127,8 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     // still running on a blocking thread gets a moment, and the runtime goes before the
     // lease is released.
     runtime.shutdown_timeout(Duration::from_secs(1));
+    // Unused values go back to the store, so that a clean restart leaves no gap.
+    let given_back = sequences.close();
     let released = match Arc::try_unwrap(service) {
         Ok(service) => service.generator.release().map(|()| true),
         // A batch still running on a blocking thread: the number cannot be released under
@@ -120,6 +137,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         Err(_) => Ok(false),
     };
     served?;
+    given_back?;
     let released =
         released.map_err(|error| Failure::runtime(format!("releasing the lease: {error}")))?;
     if released {
@@ -201,6 +219,7 @@ fn router(service: Arc<Service>) -> Router {
         .route("/metrics", get(metrics))
         .with_state(Arc::clone(&service))
         .merge(generators::router(lease_api))
+        .merge(sequences::router(Arc::clone(&service.sequences)))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -458,7 +477,7 @@ fn count_from_query(pairs: &[(String, String)], max: usize) -> Result<usize, Api
     check_count(count, max)
 }
 
-fn count_from_json(value: &Value, max: usize) -> Result<usize, ApiError> {
+pub fn count_from_json(value: &Value, max: usize) -> Result<usize, ApiError> {
     let Value::Number(number) = value else {
         return Err(ApiError::bad(format!(
             "count must be a number; got {value}"
@@ -587,6 +606,31 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
         "HTTP responses by status code.",
         &by_status,
     );
+    let (round_trips, failed_round_trips, sequences) = service.sequences.round_trips();
+    metric(
+        "idgen_sequence_values_issued_total",
+        "counter",
+        "Sequence values handed out over HTTP, of every sequence.",
+        &one(service.sequences.values_issued.load(Ordering::Relaxed)),
+    );
+    metric(
+        "idgen_block_round_trips_total",
+        "counter",
+        "Block requests sent to the block store by the current allocators.",
+        &one(round_trips),
+    );
+    metric(
+        "idgen_block_round_trips_failed_total",
+        "counter",
+        "Block requests that failed (the store away or refusing).",
+        &one(failed_round_trips),
+    );
+    metric(
+        "idgen_sequences",
+        "gauge",
+        "Sequences with an allocator in this process.",
+        &one(sequences as u64),
+    );
     metric(
         "idgen_overflow_waits_total",
         "counter",
@@ -699,7 +743,9 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
 async fn not_found() -> ApiError {
     ApiError(
         StatusCode::NOT_FOUND,
-        "no such endpoint; see /v1/ids, /v1/ids/{id}/decode, /v1/layout, /healthz, /metrics".into(),
+        "no such endpoint; see /v1/ids, /v1/ids/{id}/decode, /v1/sequences/{name}/next, \
+         /v1/layout, /healthz, /metrics"
+            .into(),
     )
 }
 

@@ -52,8 +52,16 @@ pub struct Service {
 }
 
 impl Service {
+    /// `idgen serve` with the lease directory, and a blocks directory beside it (no test
+    /// writes to the default one).
     pub fn start(lease_dir: &Path, extra: &[&str]) -> Service {
-        let mut args = vec!["--lease-dir", lease_dir.to_str().unwrap()];
+        let blocks_dir = lease_dir.with_file_name("blocks");
+        let mut args = vec![
+            "--lease-dir",
+            lease_dir.to_str().unwrap(),
+            "--blocks-dir",
+            blocks_dir.to_str().unwrap(),
+        ];
         args.extend(extra);
         Service::start_with(&args)
     }

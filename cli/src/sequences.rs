@@ -1,0 +1,258 @@
+//! Dense sequence values: `POST /v1/sequences/{name}/next` and `idgen seq next`, over a block
+//! store (the embedded file store by default, or PostgreSQL).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::Router;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use clap::Args;
+use idgen::Error;
+use idgen::blocks::{BlockAllocator, BlockStore, FileStore, PostgresStore, SequenceName};
+use serde_json::{Value, json};
+
+use crate::Failure;
+use crate::kinds;
+use crate::serve::{ApiError, count_from_json, read_json_object};
+
+/// Where sequences' blocks come from.
+#[derive(Args, Clone)]
+pub struct BlockArgs {
+    /// The directory of the embedded block store (default: `$XDG_STATE_HOME/idgen/blocks`,
+    /// `/var/lib/idgen/blocks` for root, else `~/.local/state/idgen/blocks`; persistent and
+    /// private, because a directory emptied at reboot would restart every sequence at 1).
+    #[arg(long, value_name = "DIR", conflicts_with = "postgres")]
+    blocks_dir: Option<PathBuf>,
+    /// Take blocks from PostgreSQL instead, for a fleet: a connection URL such as
+    /// `postgresql://user@host:5432/db` (the table idgen_sequences is created if absent).
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
+}
+
+impl BlockArgs {
+    /// The store the flags name. Blocks (connecting to PostgreSQL): call it outside async code.
+    pub fn store(&self) -> Result<Arc<dyn BlockStore>, Failure> {
+        let store: Arc<dyn BlockStore> = match (&self.postgres, &self.blocks_dir) {
+            (Some(url), _) => Arc::new(
+                PostgresStore::connect(url)
+                    .map_err(|error| Failure::runtime(format!("--postgres: {error}")))?,
+            ),
+            (None, Some(dir)) => Arc::new(
+                FileStore::open(dir)
+                    .map_err(|error| Failure::runtime(format!("--blocks-dir: {error}")))?,
+            ),
+            (None, None) => Arc::new(
+                FileStore::open_default().map_err(|error| Failure::runtime(error.to_string()))?,
+            ),
+        };
+        Ok(store)
+    }
+}
+
+/// The service's sequences: one allocator per name, made on first use.
+pub struct Sequences {
+    store: Arc<dyn BlockStore>,
+    allocators: Mutex<HashMap<SequenceName, Arc<BlockAllocator>>>,
+    max_sequences: usize,
+    max_batch: usize,
+    pub values_issued: AtomicU64,
+}
+
+impl Sequences {
+    pub fn new(store: Arc<dyn BlockStore>, max_sequences: usize, max_batch: usize) -> Sequences {
+        Sequences {
+            store,
+            allocators: Mutex::new(HashMap::new()),
+            max_sequences,
+            max_batch,
+            values_issued: AtomicU64::new(0),
+        }
+    }
+
+    /// The allocator of `name`, made if new (each has a fetcher thread, hence the cap).
+    fn allocator(&self, name: &SequenceName) -> Result<Arc<BlockAllocator>, ApiError> {
+        let mut allocators = self
+            .allocators
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(allocator) = allocators.get(name) {
+            return Ok(Arc::clone(allocator));
+        }
+        if allocators.len() >= self.max_sequences {
+            return Err(ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "this service serves at most {} sequences (--max-sequences)",
+                    self.max_sequences
+                ),
+            ));
+        }
+        let allocator = BlockAllocator::builder(Arc::clone(&self.store), name.as_str())
+            .and_then(|builder| builder.build())
+            .map_err(|error| ApiError(StatusCode::SERVICE_UNAVAILABLE, error.to_string()))?;
+        let allocator = Arc::new(allocator);
+        allocators.insert(name.clone(), Arc::clone(&allocator));
+        Ok(allocator)
+    }
+
+    /// Store round trips of every allocator, and how many allocators there are.
+    pub fn round_trips(&self) -> (u64, u64, usize) {
+        let allocators = self
+            .allocators
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (mut trips, mut failed) = (0, 0);
+        for allocator in allocators.values() {
+            let stats = allocator.stats();
+            trips += stats.round_trips;
+            failed += stats.failed_round_trips;
+        }
+        (trips, failed, allocators.len())
+    }
+
+    /// Closes every allocator, giving unused values back; says how many were given back.
+    /// Blocks on the store: call it outside async code.
+    pub fn close(&self) -> Result<usize, Failure> {
+        let allocators: Vec<_> = self
+            .allocators
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .collect();
+        let mut given_back = 0;
+        for (name, allocator) in allocators {
+            match allocator.close() {
+                Ok(true) => given_back += 1,
+                Ok(false) => {}
+                Err(error) => {
+                    return Err(Failure::runtime(format!(
+                        "sequence {name}: the unused values were not given back: {error}"
+                    )));
+                }
+            }
+        }
+        Ok(given_back)
+    }
+}
+
+pub fn router(sequences: Arc<Sequences>) -> Router {
+    Router::new()
+        .route("/v1/sequences/{name}/next", post(next_values))
+        .with_state(sequences)
+}
+
+async fn next_values(
+    State(sequences): State<Arc<Sequences>>,
+    Path(name): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    let name = SequenceName::new(&name).map_err(|error| ApiError::bad(error.to_string()))?;
+    if query.is_some_and(|query| !query.is_empty()) {
+        return Err(ApiError::bad(
+            r#"POST /v1/sequences/{name}/next takes {"count": N} in the body, not the query"#,
+        ));
+    }
+    let fields = read_json_object(&headers, body, r#"{"count": 10}"#).await?;
+    if let Some(field) = fields.keys().find(|field| field.as_str() != "count") {
+        return Err(ApiError::bad(format!(
+            "unknown field {:?}: the body is {{\"count\": N}}",
+            kinds::shown(field)
+        )));
+    }
+    let count = match fields.get("count") {
+        None => return Err(ApiError::bad(r#"count is missing: send {"count": N}"#)),
+        Some(count) => count_from_json(count, sequences.max_batch)?,
+    };
+    // Making an allocator starts a thread, and a call may wait on the store: neither on an
+    // async worker.
+    let values = {
+        let sequences = Arc::clone(&sequences);
+        tokio::task::spawn_blocking(move || {
+            let allocator = sequences.allocator(&name)?;
+            allocator.next_n(count).map_err(api_error)
+        })
+        .await
+        .map_err(|error| ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))??
+    };
+    sequences
+        .values_issued
+        .fetch_add(values.len() as u64, Ordering::Relaxed);
+    let values: Vec<Value> = values
+        .into_iter()
+        .map(|value| Value::String(value.to_string()))
+        .collect();
+    Ok(axum::Json(json!({ "values": values })).into_response())
+}
+
+fn api_error(error: Error) -> ApiError {
+    let status = match error {
+        Error::SequenceExhausted { .. } => StatusCode::CONFLICT,
+        Error::BatchTooLarge { .. } => StatusCode::BAD_REQUEST,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    ApiError(status, error.to_string())
+}
+
+#[derive(Args)]
+pub struct SeqArgs {
+    #[command(subcommand)]
+    command: SeqCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum SeqCommand {
+    /// Take the next values of a sequence straight from the store (one block of exactly
+    /// that many values: no gap), one per line.
+    Next(SeqNextArgs),
+}
+
+#[derive(Args)]
+struct SeqNextArgs {
+    /// The sequence: 1 to 64 of a-z, 0-9, _ and -.
+    name: String,
+    /// How many values (at most 1,000,000).
+    #[arg(short = 'n', long = "count", default_value_t = 1)]
+    count: u64,
+    #[command(flatten)]
+    store: BlockArgs,
+}
+
+/// The most values `idgen seq next` prints at once.
+const MAX_SEQ_COUNT: u64 = 1_000_000;
+
+impl SeqArgs {
+    pub fn run(self) -> Result<(), Failure> {
+        let SeqCommand::Next(args) = self.command;
+        let name =
+            SequenceName::new(&args.name).map_err(|error| Failure::input(error.to_string()))?;
+        if !(1..=MAX_SEQ_COUNT).contains(&args.count) {
+            return Err(Failure::input(format!(
+                "-n must be from 1 to {MAX_SEQ_COUNT}; got {}",
+                args.count
+            )));
+        }
+        let store = args.store.store()?;
+        let grant = store
+            .grant(&name, args.count)
+            .map_err(|error| Failure::runtime(error.to_string()))?;
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let written = (grant.first..grant.end)
+            .try_for_each(|value| std::io::Write::write_fmt(&mut out, format_args!("{value}\n")))
+            .and_then(|()| std::io::Write::flush(&mut out));
+        written.map_err(|error| Failure::runtime(format!("writing the values: {error}")))?;
+        if grant.len() < args.count {
+            return Err(Failure::runtime(format!(
+                "sequence {name} reached the end of the i64 range after {} values",
+                grant.len()
+            )));
+        }
+        Ok(())
+    }
+}

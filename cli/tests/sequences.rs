@@ -1,0 +1,219 @@
+//! `POST /v1/sequences/{name}/next` and `idgen seq next`: dense, increasing values as
+//! decimal strings, the same input rules as `/v1/ids`, a clean restart without a gap, and
+//! PostgreSQL behind the same endpoint.
+
+mod common;
+
+use common::{Service, idgen, new_lease_dir, temp_dir};
+
+/// The values of a 200 reply, checked to be strings holding canonical decimals.
+fn values(reply: &common::Reply) -> Vec<u64> {
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    reply.json()["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|value| {
+            let text = value.as_str().expect("values travel as strings");
+            let parsed: u64 = text.parse().unwrap();
+            assert_eq!(parsed.to_string(), text, "canonical decimal");
+            parsed
+        })
+        .collect()
+}
+
+#[test]
+fn values_are_dense_increasing_strings_and_a_clean_restart_leaves_no_gap() {
+    let lease_dir = new_lease_dir("seq-restart");
+    let service = Service::start(&lease_dir, &[]);
+    assert_eq!(
+        values(&service.post_json("/v1/sequences/orders/next", r#"{"count": 3}"#)),
+        vec![1, 2, 3]
+    );
+    assert_eq!(
+        values(&service.post_json("/v1/sequences/orders/next", r#"{"count": 2}"#)),
+        vec![4, 5]
+    );
+    // Another sequence starts at 1 of its own.
+    assert_eq!(
+        values(&service.post_json("/v1/sequences/invoices-eu_2/next", r#"{"count": 1}"#)),
+        vec![1]
+    );
+    let metrics = service.get("/metrics").body;
+    assert!(
+        metrics.contains("idgen_sequence_values_issued_total 6"),
+        "{metrics}"
+    );
+    assert!(service.terminate().success());
+    // SIGTERM closed the allocators: the unused values went back.
+    let service = Service::start(&lease_dir, &[]);
+    assert_eq!(
+        values(&service.post_json("/v1/sequences/orders/next", r#"{"count": 2}"#)),
+        vec![6, 7]
+    );
+    assert!(service.terminate().success());
+    // The operator's command takes exactly what it asks for, from the same store.
+    let blocks_dir = lease_dir.with_file_name("blocks");
+    let (status, out, err) = idgen(&[
+        "seq",
+        "next",
+        "orders",
+        "-n",
+        "3",
+        "--blocks-dir",
+        blocks_dir.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{err}");
+    assert_eq!(out, "8\n9\n10\n");
+}
+
+#[test]
+fn bad_names_counts_and_bodies_are_400s() {
+    let service = Service::start(&new_lease_dir("seq-bad"), &["--max-batch", "100"]);
+    for name in ["Orders", "a.b", "a%2Fb", "%C3%A9", "a%20b", &"x".repeat(65)] {
+        let reply = service.post_json(&format!("/v1/sequences/{name}/next"), r#"{"count": 1}"#);
+        assert_eq!(reply.status, 400, "{name}: {:?}", reply.body);
+        assert!(reply.error().contains("sequence name"), "{}", reply.error());
+    }
+    assert_eq!(
+        values(&service.post_json(
+            &format!("/v1/sequences/{}/next", "x".repeat(64)),
+            r#"{"count": 1}"#
+        )),
+        vec![1]
+    );
+    for body in [
+        r#"{}"#,
+        r#"{"count": 0}"#,
+        r#"{"count": -1}"#,
+        r#"{"count": "5"}"#,
+        r#"{"count": 1.5}"#,
+        r#"{"count": 101}"#,
+        r#"{"count": 1, "kind": "ulid"}"#,
+        r#"[1]"#,
+        r#"{"count": 1"#,
+    ] {
+        let reply = service.post_json("/v1/sequences/orders/next", body);
+        assert_eq!(reply.status, 400, "{body}: {:?}", reply.body);
+    }
+    let reply = service.post_json("/v1/sequences/orders/next?count=1", r#"{"count": 1}"#);
+    assert_eq!(reply.status, 400);
+    let reply = service.request("POST", "/v1/sequences/orders/next", &[], br#"{"count": 1}"#);
+    assert_eq!(reply.status, 415);
+    assert_eq!(service.get("/v1/sequences/orders/next").status, 405);
+    assert_eq!(service.post_json("/v1/sequences/orders", "{}").status, 404);
+    // Nothing refused took a value.
+    assert_eq!(
+        values(&service.post_json("/v1/sequences/orders/next", r#"{"count": 100}"#)),
+        (1..=100).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_service_caps_the_number_of_sequences() {
+    let service = Service::start(&new_lease_dir("seq-cap"), &["--max-sequences", "2"]);
+    for name in ["a", "b"] {
+        let reply = service.post_json(&format!("/v1/sequences/{name}/next"), r#"{"count": 1}"#);
+        assert_eq!(values(&reply), vec![1]);
+    }
+    let reply = service.post_json("/v1/sequences/c/next", r#"{"count": 1}"#);
+    assert_eq!(reply.status, 503);
+    assert!(
+        reply.error().contains("--max-sequences"),
+        "{}",
+        reply.error()
+    );
+    assert_eq!(
+        values(&service.post_json("/v1/sequences/a/next", r#"{"count": 1}"#)),
+        vec![2]
+    );
+}
+
+#[test]
+fn the_seq_command_refuses_bad_input_with_exit_2() {
+    let dir = temp_dir("seq-cli");
+    let dir = dir.to_str().unwrap();
+    for args in [
+        vec!["seq", "next", "Orders", "--blocks-dir", dir],
+        vec!["seq", "next", "orders", "-n", "0", "--blocks-dir", dir],
+        vec![
+            "seq",
+            "next",
+            "orders",
+            "-n",
+            "1000001",
+            "--blocks-dir",
+            dir,
+        ],
+        vec!["seq", "next", "orders", "-n", "-3", "--blocks-dir", dir],
+    ] {
+        let (status, out, _) = idgen(&args);
+        assert_eq!(status.code(), Some(2), "{args:?}");
+        assert!(out.is_empty());
+    }
+    let (status, _, err) = idgen(&[
+        "seq",
+        "next",
+        "orders",
+        "--blocks-dir",
+        dir,
+        "--postgres",
+        "postgresql://x@127.0.0.1/x",
+    ]);
+    assert_eq!(status.code(), Some(2), "{err}");
+    let (status, out, err) = idgen(&["seq", "next", "orders", "-n", "2", "--blocks-dir", dir]);
+    assert!(status.success(), "{err}");
+    assert_eq!(out, "1\n2\n");
+}
+
+#[test]
+fn postgres_behind_the_same_endpoint_and_the_end_of_the_range_is_a_409() {
+    let url = std::env::var("IDGEN_POSTGRES_URL").expect(
+        "IDGEN_POSTGRES_URL is not set: run the tests through .ci/test, which starts PostgreSQL",
+    );
+    let name = format!("cli-pg-{}", std::process::id());
+    let pg_service = |test: &str| {
+        let lease_dir = new_lease_dir(test);
+        Service::start_with(&[
+            "--lease-dir",
+            lease_dir.to_str().unwrap(),
+            "--postgres",
+            &url,
+        ])
+    };
+    let service = pg_service("seq-pg");
+    let path = format!("/v1/sequences/{name}/next");
+    assert_eq!(
+        values(&service.post_json(&path, r#"{"count": 4}"#)),
+        vec![1, 2, 3, 4]
+    );
+    // Another process (the operator's command) shares the sequence: no value twice.
+    let (status, out, err) = idgen(&["seq", "next", &name, "-n", "2", "--postgres", &url]);
+    assert!(status.success(), "{err}");
+    let theirs: Vec<u64> = out.lines().map(|line| line.parse().unwrap()).collect();
+    assert!(theirs.iter().all(|v| *v > 4), "{theirs:?}");
+    drop(service);
+    // The end of the range.
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let end_name = format!("cli-pg-end-{}", std::process::id());
+    client
+        .execute(
+            "INSERT INTO idgen_sequences (name, last_value, serial, block_size) \
+             VALUES ($1, 9223372036854775806, 1, 1)",
+            &[&end_name],
+        )
+        .unwrap();
+    let service = pg_service("seq-pg-end");
+    let path = format!("/v1/sequences/{end_name}/next");
+    assert_eq!(
+        values(&service.post_json(&path, r#"{"count": 1}"#)),
+        vec![i64::MAX as u64]
+    );
+    let reply = service.post_json(&path, r#"{"count": 1}"#);
+    assert_eq!(reply.status, 409, "{:?}", reply.body);
+    assert!(
+        reply.error().contains("no values left"),
+        "{}",
+        reply.error()
+    );
+}
