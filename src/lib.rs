@@ -117,6 +117,17 @@
 //!   [`Ulid`] as their canonical strings.
 //! - `uuid`: [`Uuid7`] converts to and from `uuid::Uuid`.
 //! - `ulid`: [`Ulid`] converts to and from `ulid::Ulid`.
+//! - `postgres`: [`blocks::PostgresStore`], blocks of dense sequences from a PostgreSQL
+//!   table, for a fleet (the pure-Rust `postgres` client; nothing to install).
+//!
+//! # Dense sequences
+//!
+//! Where numbers should be small and nearly gap-free (order and invoice numbers),
+//! [`blocks::BlockAllocator`] hands out 1, 2, 3, ... of a named sequence from blocks that a
+//! [`blocks::BlockStore`] grants. Every value is handed out at most once across all
+//! processes sharing the store, whatever crashes; values increase within one allocator and
+//! interleave block by block across processes; a clean close leaves no gap, a crash at
+//! most two blocks. See [`design::blocks`], and [`design::choosing`] for which kind fits.
 //!
 //! # Caveats
 //!

@@ -1,7 +1,7 @@
 //! [`BlockAllocator`]: one sequence served from blocks, lock-free between block switches.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -27,6 +27,14 @@ pub const DEFAULT_TARGET_BLOCK_LIFETIME: Duration = Duration::from_secs(15 * 60)
 /// The first wait after a failed fetch; it doubles up to [`MAX_RETRY`].
 const FIRST_RETRY: Duration = Duration::from_millis(10);
 const MAX_RETRY: Duration = Duration::from_secs(1);
+
+/// While blocks last less than a millisecond, the fetcher thread waits for the next request
+/// this long by polling before it parks: waking a parked thread takes tens of microseconds
+/// here, longer than a small block lasts.
+const FETCHER_SPIN: Duration = Duration::from_millis(1);
+/// A caller that runs out while a fetch is under way polls for it this long before it
+/// blocks (a fetch from a fast store ends sooner than a blocked thread wakes).
+const CALLER_SPIN: Duration = Duration::from_micros(50);
 
 /// Values of one named sequence, served from blocks a [`BlockStore`] grants.
 ///
@@ -75,6 +83,17 @@ struct Shared {
     round_trips: AtomicU64,
     failed_round_trips: AtomicU64,
     waits: AtomicU64,
+    /// A fetch is wanted: set by the caller at the refill point (or one that ran out),
+    /// cleared by a fetch that succeeds.
+    wanted: AtomicBool,
+    /// The fetcher thread is parked on `changed` (so asking for a fetch must wake it).
+    fetcher_parked: AtomicBool,
+    /// `state.prefetched` holds a block (readable without the lock).
+    ready: AtomicBool,
+    /// `state.closed`, readable without the lock.
+    closing: AtomicBool,
+    /// The last block was used up within the millisecond it was installed.
+    hot: AtomicBool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -95,8 +114,8 @@ struct State {
     prefetched: Option<Grant>,
     /// A fetch is under way (only one at a time).
     fetching: bool,
-    /// The fetcher thread should fetch the next block.
-    fetch_wanted: bool,
+    /// Callers (and `close`) blocked on `changed`.
+    waiters: usize,
     /// The size of the next block to ask for.
     size: u64,
     blocks: u64,
@@ -241,9 +260,12 @@ impl BlockAllocator {
                 return Ok(false);
             }
             state.closed = true;
+            shared.closing.store(true, Ordering::SeqCst);
             shared.changed.notify_all();
             while state.fetching {
+                state.waiters += 1;
                 state = shared.wait(state);
+                state.waiters -= 1;
             }
             (
                 shared.cursor.close(),
@@ -306,10 +328,25 @@ impl Shared {
     fn after_take(&self, first: u64, upto: u64) {
         let refill_at = self.refill_at.load(Ordering::Relaxed);
         if (first..upto).contains(&refill_at) {
-            let mut state = self.lock();
-            if state.prefetched.is_none() && !state.closed && !state.exhausted {
-                state.fetch_wanted = true;
-                self.changed.notify_all();
+            self.want_fetch(None);
+        }
+    }
+
+    /// Asks the fetcher thread for a block, waking it only if it is parked. `locked` is the
+    /// state's guard when the caller holds it.
+    fn want_fetch(&self, locked: Option<&MutexGuard<'_, State>>) {
+        // SeqCst on `wanted` and `fetcher_parked`, here and in the fetcher: either this
+        // sees it parked and wakes it, or it sees `wanted` before it parks.
+        if self.wanted.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if self.fetcher_parked.load(Ordering::SeqCst) {
+            match locked {
+                Some(_) => self.changed.notify_all(),
+                None => {
+                    let _state = self.lock();
+                    self.changed.notify_all();
+                }
             }
         }
     }
@@ -320,6 +357,7 @@ impl Shared {
     fn refill(&self, deadline: Instant) -> Result<(), Error> {
         let mut state = self.lock();
         let mut counted = false;
+        let mut polled = false;
         loop {
             if state.closed {
                 return Err(Error::AllocatorClosed {
@@ -330,6 +368,7 @@ impl Shared {
                 return Ok(()); // another caller installed a block
             }
             if let Some(grant) = state.prefetched.take() {
+                self.ready.store(false, Ordering::Release);
                 return self.install(&mut state, grant);
             }
             if state.exhausted {
@@ -341,10 +380,7 @@ impl Shared {
                 counted = true;
                 self.waits.fetch_add(1, Ordering::Relaxed);
             }
-            if !state.fetch_wanted {
-                state.fetch_wanted = true;
-                self.changed.notify_all();
-            }
+            self.want_fetch(Some(&state));
             let now = Instant::now();
             if now >= deadline {
                 return Err(Error::BlocksUnavailable {
@@ -356,7 +392,20 @@ impl Shared {
                         .map_or_else(|| "the store has not answered".into(), |e| e.to_string()),
                 });
             }
+            if !polled && state.last_error.is_none() {
+                // Poll briefly, without the lock, before blocking.
+                polled = true;
+                drop(state);
+                let until = now + CALLER_SPIN.min(deadline - now);
+                while !self.ready.load(Ordering::Acquire) && Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+                state = self.lock();
+                continue;
+            }
+            state.waiters += 1;
             state = self.wait_timeout(state, deadline - now);
+            state.waiters -= 1;
         }
     }
 
@@ -374,28 +423,36 @@ impl Shared {
         match result {
             Ok(grant) => {
                 state.prefetched = Some(grant);
-                state.fetch_wanted = false;
+                self.ready.store(true, Ordering::Release);
+                self.wanted.store(false, Ordering::SeqCst);
                 state.last_error = None;
             }
             Err(error) => {
                 self.failed_round_trips.fetch_add(1, Ordering::Relaxed);
                 if matches!(error, Error::SequenceExhausted { .. }) {
                     state.exhausted = true;
-                    state.fetch_wanted = false;
+                    self.wanted.store(false, Ordering::SeqCst);
                 }
                 state.last_error = Some(error);
             }
         }
-        self.changed.notify_all();
+        if state.waiters > 0 {
+            self.changed.notify_all();
+        }
         state
     }
 
     fn install(&self, state: &mut State, grant: Grant) -> Result<(), Error> {
+        let now_ms = self.clock.now_unix_ms();
         if let Some(current) = state.current {
+            self.hot
+                .store(now_ms <= state.installed_at_ms, Ordering::Relaxed);
             // Blocks only go up (see the cursor); one that does not is a store that lost
             // its state, and serving it could hand out values again.
             if grant.first < current.end {
                 state.closed = true;
+                self.closing.store(true, Ordering::SeqCst);
+                self.changed.notify_all();
                 return Err(Error::BlockStore {
                     reason: format!(
                         "the store granted {}..{} of {} after {}..{}: it went back; stopping \
@@ -406,7 +463,6 @@ impl Shared {
             }
             self.adapt(state);
         }
-        let now_ms = self.clock.now_unix_ms();
         let len = grant.len();
         let refill_at = grant.first + (len as f64 * self.config.refill_share) as u64;
         self.refill_at
@@ -415,7 +471,9 @@ impl Shared {
         state.current = Some(grant);
         state.installed_at_ms = now_ms;
         state.blocks += 1;
-        self.changed.notify_all();
+        if state.waiters > 0 {
+            self.changed.notify_all();
+        }
         Ok(())
     }
 
@@ -440,25 +498,24 @@ impl Shared {
     /// is tried again after a pause that doubles up to a second; callers see the error
     /// only if they run out meanwhile.
     fn run_fetcher(&self) {
-        let mut state = self.lock();
         let mut retry = FIRST_RETRY;
         let mut not_before: Option<Instant> = None;
         loop {
+            if !self.wait_until_wanted() {
+                return;
+            }
+            let mut state = self.lock();
             if state.closed {
                 return;
             }
-            let wanted = state.fetch_wanted
-                && !state.fetching
-                && state.prefetched.is_none()
-                && !state.exhausted;
-            if !wanted {
-                state = self.wait(state);
+            if state.fetching || state.prefetched.is_some() || state.exhausted {
+                self.wanted.store(false, Ordering::SeqCst);
                 continue;
             }
             if let Some(at) = not_before {
                 let now = Instant::now();
                 if now < at {
-                    state = self.wait_timeout(state, at - now);
+                    drop(self.wait_timeout(state, at - now));
                     continue;
                 }
             }
@@ -470,6 +527,40 @@ impl Shared {
                 not_before = None;
                 retry = FIRST_RETRY;
             }
+        }
+    }
+
+    /// Waits until a fetch is wanted (`true`) or the allocator closes (`false`): polling
+    /// for [`FETCHER_SPIN`] while blocks go fast, else parked on `changed`.
+    fn wait_until_wanted(&self) -> bool {
+        let poll_until = self
+            .hot
+            .load(Ordering::Relaxed)
+            .then(|| Instant::now() + FETCHER_SPIN);
+        let mut spins = 0u32;
+        loop {
+            if self.closing.load(Ordering::SeqCst) {
+                return false;
+            }
+            if self.wanted.load(Ordering::SeqCst) {
+                return true;
+            }
+            if poll_until.is_some_and(|until| Instant::now() < until) {
+                spins += 1;
+                if spins.is_multiple_of(64) {
+                    // Two cores may be all there is: let the callers run.
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
+            let state = self.lock();
+            self.fetcher_parked.store(true, Ordering::SeqCst);
+            if !self.wanted.load(Ordering::SeqCst) && !state.closed {
+                drop(self.wait(state));
+            }
+            self.fetcher_parked.store(false, Ordering::SeqCst);
         }
     }
 }
@@ -552,6 +643,11 @@ impl AllocatorBuilder {
             round_trips: AtomicU64::new(0),
             failed_round_trips: AtomicU64::new(0),
             waits: AtomicU64::new(0),
+            wanted: AtomicBool::new(false),
+            fetcher_parked: AtomicBool::new(false),
+            ready: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+            hot: AtomicBool::new(false),
         });
         let worker = Arc::clone(&shared);
         let fetcher = std::thread::Builder::new()
