@@ -154,8 +154,8 @@ pub enum Error {
         sequence: String,
     },
     /// The block store could not be reached, read or written, or holds something it did not
-    /// write. Nothing was granted. Transient: a store back online ends it (a damaged file
-    /// needs an operator first).
+    /// write. No value of the failed call is handed out (a grant whose answer was lost is a
+    /// gap). Transient: a store back online ends it (a damaged file needs an operator first).
     #[error("block store: {reason}")]
     BlockStore {
         /// What failed.
@@ -172,9 +172,19 @@ pub enum Error {
         /// The store's last error, or that it has not answered.
         reason: String,
     },
-    /// The allocator was closed; its unused values went back to the store.
+    /// The allocator was closed (by `close`, by a drop, or after a store that went back):
+    /// it hands out nothing more.
     #[error("sequence {sequence}: the allocator is closed")]
     AllocatorClosed {
+        /// The sequence.
+        sequence: String,
+    },
+    /// The allocator was built by the parent of this forked process: the parent serves the
+    /// same blocks, so the child refuses every call. Build a new allocator in the child.
+    #[error(
+        "sequence {sequence}: this allocator was built before a fork(); build one in this process"
+    )]
+    AllocatorForked {
         /// The sequence.
         sequence: String,
     },

@@ -47,6 +47,7 @@ struct ThreadRandom {
 }
 
 /// Whether this process is a fork of the one that seeded the generator.
+#[derive(Clone)]
 enum ForkCheck {
     #[cfg(unix)]
     Handler(forkguard::atfork::Guard),
@@ -87,6 +88,26 @@ impl ForkCheck {
             #[cfg(test)]
             ForkCheck::Simulated(forked) => std::mem::take(forked),
         }
+    }
+}
+
+/// A mark of the process that made it, shared by all its threads: a block allocator carries
+/// one, so that a forked child refuses to serve the parent's blocks.
+#[derive(Clone)]
+#[cfg_attr(idgen_loom, allow(dead_code))]
+pub(crate) struct BirthMark(ForkCheck);
+
+#[cfg_attr(idgen_loom, allow(dead_code))]
+impl BirthMark {
+    pub(crate) fn new() -> BirthMark {
+        BirthMark(ForkCheck::new())
+    }
+
+    /// Whether this process is a fork of the one that made the mark: one relaxed load (a
+    /// `getpid` where `pthread_atfork` could not be registered).
+    #[inline]
+    pub(crate) fn in_forked_child(&self) -> bool {
+        self.0.clone().forked()
     }
 }
 

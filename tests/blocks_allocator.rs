@@ -329,3 +329,119 @@ fn bad_names_and_settings_are_clear_errors() {
         assert!(matches!(bad.build(), Err(Error::BlockConfig { .. })));
     }
 }
+
+/// A store that panics on its first grant, then works.
+struct PanicsOnce(MemoryStore, std::sync::atomic::AtomicBool);
+
+impl idgen::blocks::BlockStore for PanicsOnce {
+    fn grant(
+        &self,
+        sequence: &idgen::blocks::SequenceName,
+        size: u64,
+    ) -> Result<idgen::blocks::Grant, Error> {
+        if !self.1.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            panic!("a store bug");
+        }
+        self.0.grant(sequence, size)
+    }
+
+    fn give_back(
+        &self,
+        sequence: &idgen::blocks::SequenceName,
+        grant: &idgen::blocks::Grant,
+        unused_from: u64,
+    ) -> Result<bool, Error> {
+        self.0.give_back(sequence, grant, unused_from)
+    }
+}
+
+#[test]
+fn a_store_that_panics_is_an_error_and_the_allocator_recovers() {
+    let store = PanicsOnce(MemoryStore::new(), Default::default());
+    let alloc = BlockAllocator::builder(store, "orders")
+        .unwrap()
+        .fixed_block_size(10)
+        .max_wait(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    // The first fetch panics; the retry (10 ms later) succeeds within the wait.
+    assert_eq!(alloc.next().unwrap(), 1);
+    assert_eq!(alloc.stats().failed_round_trips, 1);
+    let started = Instant::now();
+    alloc.close().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn close_and_drop_give_up_on_a_hanging_store_after_max_wait() {
+    let store = MemoryStore::new();
+    let alloc = BlockAllocator::builder(store.clone(), "orders")
+        .unwrap()
+        .fixed_block_size(10)
+        .max_wait(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    alloc.next().unwrap();
+    store.hang(true);
+    alloc.next().unwrap(); // the refill point: a fetch starts, and hangs
+    std::thread::sleep(Duration::from_millis(20));
+    let started = Instant::now();
+    assert_eq!(alloc.close(), Ok(false), "nothing given back under a fetch");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert!(matches!(alloc.next(), Err(Error::AllocatorClosed { .. })));
+    store.hang(false);
+}
+
+#[test]
+fn a_wait_of_duration_max_means_no_deadline() {
+    let store = MemoryStore::new();
+    let alloc = BlockAllocator::builder(store, "orders")
+        .unwrap()
+        .max_wait(Duration::MAX)
+        .build()
+        .unwrap();
+    assert_eq!(alloc.next_n(3).unwrap(), vec![1, 2, 3]);
+    alloc.close().unwrap();
+}
+
+/// A store that grants nonsense.
+struct Nonsense;
+
+impl idgen::blocks::BlockStore for Nonsense {
+    fn grant(
+        &self,
+        _: &idgen::blocks::SequenceName,
+        _: u64,
+    ) -> Result<idgen::blocks::Grant, Error> {
+        Ok(idgen::blocks::Grant {
+            first: 0,
+            end: 5,
+            serial: 1,
+        })
+    }
+
+    fn give_back(
+        &self,
+        _: &idgen::blocks::SequenceName,
+        _: &idgen::blocks::Grant,
+        _: u64,
+    ) -> Result<bool, Error> {
+        Ok(false)
+    }
+}
+
+#[test]
+fn a_grant_that_is_not_a_block_of_values_is_a_store_error() {
+    let alloc = BlockAllocator::builder(Nonsense, "orders")
+        .unwrap()
+        .max_wait(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    match alloc.next() {
+        Err(Error::BlocksUnavailable { reason, .. }) => {
+            assert!(reason.contains("not a block"), "{reason}")
+        }
+        other => panic!("expected BlocksUnavailable, got {other:?}"),
+    }
+}

@@ -194,3 +194,63 @@ fn a_server_restarted_under_load_costs_no_duplicate_and_the_allocators_recover()
     let refused: u64 = runs.iter().map(|(_, refused, _)| refused).sum();
     eprintln!("grants failed during the restart: {failed}; calls refused: {refused}");
 }
+
+#[test]
+fn a_role_with_a_schema_of_its_own_uses_the_shared_table_not_a_new_one() {
+    let url = postgres_url();
+    let store = PostgresStore::connect(&url).unwrap();
+    let name = fresh("pg-schema");
+    let first = store.grant(&name, 10).unwrap();
+    let role = format!("idgen_role_{}", std::process::id());
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {role} LOGIN; CREATE SCHEMA {role} AUTHORIZATION {role};
+             GRANT USAGE ON SCHEMA public TO {role};
+             GRANT SELECT, INSERT, UPDATE ON public.idgen_sequences TO {role}"
+        ))
+        .unwrap();
+    // The role's default search_path is "$user", public: its own schema comes first.
+    let role_url = url.replacen("postgres@", &format!("{role}@"), 1);
+    let outcome = PostgresStore::connect(&role_url).and_then(|theirs| theirs.grant(&name, 10));
+    let tables: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_class WHERE relname = 'idgen_sequences' AND relkind = 'r'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    admin
+        .batch_execute(&format!(
+            "DROP SCHEMA {role} CASCADE; DROP OWNED BY {role}; DROP ROLE {role}"
+        ))
+        .unwrap();
+    let next = outcome.unwrap();
+    assert_eq!(next.first, first.end, "continued in the shared table");
+    assert_eq!(tables, 1, "a second idgen_sequences was made");
+}
+
+#[test]
+fn a_search_path_in_the_url_is_kept() {
+    let url = postgres_url();
+    let schema = format!("idgen_path_{}", std::process::id());
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .unwrap();
+    let with_path = format!("{url}?options=-c%20search_path%3D{schema}");
+    let outcome = PostgresStore::connect(&with_path)
+        .and_then(|store| store.grant(&SequenceName::new("orders").unwrap(), 5));
+    let made_there: bool = admin
+        .query_one(
+            &format!("SELECT to_regclass('{schema}.idgen_sequences') IS NOT NULL"),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    admin
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
+    assert_eq!(outcome.unwrap().first, 1);
+    assert!(made_there, "the URL's search_path was dropped");
+}

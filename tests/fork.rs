@@ -135,6 +135,49 @@ fn warm(uuids: &Uuid7Generator, ulids: &UlidGenerator) {
     }
 }
 
+/// A block allocator in a forked child: its blocks are the parent's too, so every call is
+/// refused, and dropping it gives nothing back; the parent goes on, and the store stays
+/// above everything the parent may hand out.
+fn fork_block_allocator() {
+    use idgen::blocks::{BlockAllocator, BlockStore, FileStore, SequenceName};
+    let dir = std::env::temp_dir().join(format!("idgen-fork-blocks-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = FileStore::open(&dir).unwrap();
+    let orders = BlockAllocator::builder(store.clone(), "orders")
+        .unwrap()
+        .fixed_block_size(100)
+        .build()
+        .unwrap();
+    assert_eq!(orders.next().unwrap(), 1);
+    // SAFETY: as above; the allocator's fetcher thread is parked, holding no lock.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let refused = matches!(orders.next(), Err(idgen::Error::AllocatorForked { .. }))
+            && matches!(orders.next_n(3), Err(idgen::Error::AllocatorForked { .. }));
+        drop(orders); // must not give 2..101 back: the parent serves them
+        // SAFETY: ends the child without running the parent's exit handlers twice.
+        unsafe { libc::_exit(if refused { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the child's allocator was not refused: {status}"
+    );
+    assert_eq!(orders.next().unwrap(), 2, "the parent goes on");
+    let above = store
+        .grant(&SequenceName::new("orders").unwrap(), 1)
+        .unwrap();
+    assert!(
+        above.first >= 101,
+        "the child gave the parent's block back: {above:?}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    println!("fork (block allocator): refused in the child, nothing given back");
+}
+
 fn main() {
     // Only another thread drew: in the child, the first draw is its thread's first (this
     // thread has drawn nothing yet in this process), and nothing but that draw tells the
@@ -146,4 +189,5 @@ fn main() {
     });
     // The forking thread has drawn: the child starts with a copy of its stream.
     fork_round("the forking thread drew", warm);
+    fork_block_allocator();
 }

@@ -10,6 +10,7 @@ use super::cursor::BlockCursor;
 use super::{BlockStore, Grant, SequenceName};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
+use crate::random::BirthMark;
 
 /// The default size of the first block.
 pub const DEFAULT_BLOCK_SIZE: u64 = 1_000;
@@ -94,6 +95,9 @@ struct Shared {
     closing: AtomicBool,
     /// The last block was used up within the millisecond it was installed.
     hot: AtomicBool,
+    /// The process that built the allocator: a forked child has a copy of its blocks,
+    /// which the parent also serves.
+    birth: BirthMark,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -182,6 +186,7 @@ impl BlockAllocator {
     /// end of the `i64` range, and [`Error::AllocatorClosed`] after [`close`](Self::close).
     #[inline]
     pub fn next(&self) -> Result<u64, Error> {
+        self.shared.check_process()?;
         if let Some((first, upto)) = self.shared.cursor.take(1) {
             self.shared.after_take(first, upto);
             return Ok(first);
@@ -212,6 +217,7 @@ impl BlockAllocator {
     /// Fills `out` with increasing values, taking them a run at a time.
     pub fn fill(&self, out: &mut [u64]) -> Result<(), Error> {
         let shared = &*self.shared;
+        shared.check_process()?;
         let mut filled = 0;
         let mut deadline = None;
         while filled < out.len() {
@@ -225,8 +231,9 @@ impl BlockAllocator {
                     filled += (upto - first) as usize;
                 }
                 None => {
-                    let deadline =
-                        *deadline.get_or_insert_with(|| Instant::now() + shared.config.max_wait);
+                    // No deadline for a wait too long to add (`Duration::MAX`: wait for ever).
+                    let deadline = *deadline
+                        .get_or_insert_with(|| Instant::now().checked_add(shared.config.max_wait));
                     shared.refill(deadline)?;
                 }
             }
@@ -254,6 +261,11 @@ impl BlockAllocator {
     /// failure instead of returning it.
     pub fn close(&self) -> Result<bool, Error> {
         let shared = &*self.shared;
+        if shared.birth.in_forked_child() {
+            // The parent still serves these blocks, and this process has no fetcher thread
+            // (its lock may even be held by a thread that did not come along): touch nothing.
+            return Ok(false);
+        }
         let (unused_from, current, prefetched) = {
             let mut state = shared.lock();
             if state.closed {
@@ -262,9 +274,24 @@ impl BlockAllocator {
             state.closed = true;
             shared.closing.store(true, Ordering::SeqCst);
             shared.changed.notify_all();
+            // A fetch under way gets `max_wait` to end; past that its block, if it ever
+            // comes, is a gap, and nothing is given back.
+            let deadline = Instant::now().checked_add(shared.config.max_wait);
             while state.fetching {
+                let now = Instant::now();
+                let Some(left) = deadline.map(|deadline| deadline.saturating_duration_since(now))
+                else {
+                    state.waiters += 1;
+                    state = shared.wait(state);
+                    state.waiters -= 1;
+                    continue;
+                };
+                if left.is_zero() {
+                    shared.cursor.close();
+                    return Ok(false);
+                }
                 state.waiters += 1;
-                state = shared.wait(state);
+                state = shared.wait_timeout(state, left);
                 state.waiters -= 1;
             }
             (
@@ -279,7 +306,7 @@ impl BlockAllocator {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(fetcher) = fetcher {
-            // It exits as soon as it sees `closed`; it holds no lock we hold.
+            // No fetch is under way, and it exits as soon as it sees `closing`.
             let _ = fetcher.join();
         }
         let sequence = &shared.sequence;
@@ -301,6 +328,17 @@ impl BlockAllocator {
 }
 
 impl Shared {
+    /// Refuses every call in a forked child: its copy of the blocks is the parent's too.
+    #[inline]
+    fn check_process(&self) -> Result<(), Error> {
+        if self.birth.in_forked_child() {
+            return Err(Error::AllocatorForked {
+                sequence: self.sequence.to_string(),
+            });
+        }
+        Ok(())
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // The state is consistent at every unlock: a panic elsewhere leaves nothing half-done.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -354,7 +392,7 @@ impl Shared {
     /// Makes a new block current, once the current one is used up: the prefetched block,
     /// else the one the fetcher thread is asked for, waiting until `deadline`. Callers never
     /// call the store themselves, so a store that hangs delays them by `max_wait` at most.
-    fn refill(&self, deadline: Instant) -> Result<(), Error> {
+    fn refill(&self, deadline: Option<Instant>) -> Result<(), Error> {
         let mut state = self.lock();
         let mut counted = false;
         let mut polled = false;
@@ -382,7 +420,7 @@ impl Shared {
             }
             self.want_fetch(Some(&state));
             let now = Instant::now();
-            if now >= deadline {
+            if deadline.is_some_and(|deadline| now >= deadline) {
                 return Err(Error::BlocksUnavailable {
                     sequence: self.sequence.to_string(),
                     waited_ms: self.config.max_wait.as_millis() as u64,
@@ -396,7 +434,7 @@ impl Shared {
                 // Poll briefly, without the lock, before blocking.
                 polled = true;
                 drop(state);
-                let until = now + CALLER_SPIN.min(deadline - now);
+                let until = now + deadline.map_or(CALLER_SPIN, |d| CALLER_SPIN.min(d - now));
                 while !self.ready.load(Ordering::Acquire) && Instant::now() < until {
                     std::hint::spin_loop();
                 }
@@ -404,7 +442,10 @@ impl Shared {
                 continue;
             }
             state.waiters += 1;
-            state = self.wait_timeout(state, deadline - now);
+            state = match deadline {
+                Some(deadline) => self.wait_timeout(state, deadline - now),
+                None => self.wait(state),
+            };
             state.waiters -= 1;
         }
     }
@@ -417,7 +458,17 @@ impl Shared {
         let size = state.size;
         drop(state);
         self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let result = self.store.grant(&self.sequence, size);
+        // A store that panics must not leave `fetching` set for ever (every later call
+        // would wait for a fetch that never ends): its panic is an error like any other.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.store.grant(&self.sequence, size)
+        }))
+        .unwrap_or_else(|_| {
+            Err(Error::BlockStore {
+                reason: "the store panicked while granting a block".into(),
+            })
+        })
+        .and_then(|grant| self.checked(grant));
         let mut state = self.lock();
         state.fetching = false;
         match result {
@@ -440,6 +491,19 @@ impl Shared {
             self.changed.notify_all();
         }
         state
+    }
+
+    /// A grant that can hold values of a sequence, or an error naming the store's fault.
+    fn checked(&self, grant: Grant) -> Result<Grant, Error> {
+        if grant.first == 0 || grant.first >= grant.end || grant.end > super::MAX_VALUE + 1 {
+            return Err(Error::BlockStore {
+                reason: format!(
+                    "the store granted {}..{} of {}: not a block of values from 1 to 2^63 - 1",
+                    grant.first, grant.end, self.sequence
+                ),
+            });
+        }
+        Ok(grant)
     }
 
     fn install(&self, state: &mut State, grant: Grant) -> Result<(), Error> {
@@ -648,6 +712,7 @@ impl AllocatorBuilder {
             ready: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             hot: AtomicBool::new(false),
+            birth: BirthMark::new(),
         });
         let worker = Arc::clone(&shared);
         let fetcher = std::thread::Builder::new()
@@ -664,6 +729,8 @@ impl AllocatorBuilder {
 }
 
 impl Drop for BlockAllocator {
+    /// Closes: may block on the store (at most `max_wait` for a fetch under way, then a
+    /// give-back); from async code, close or drop it with `spawn_blocking`.
     fn drop(&mut self) {
         if let Err(error) = self.close() {
             log::warn!(

@@ -13,6 +13,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::{BlockStore, Grant, MAX_VALUE, SequenceName, check_give_back, grant_from};
 use crate::error::Error;
@@ -25,6 +26,10 @@ const ROSTER: &str = "roster";
 
 /// How often a lock is taken again when its file was replaced under us before giving up.
 const LOCK_ATTEMPTS: u32 = 100;
+
+/// How long a grant waits for another holder of a sequence's lock before it fails (a
+/// stopped or stuck process must not hang every other one, nor their `close`).
+const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The store in [`default_blocks_dir`] is `$XDG_STATE_HOME/idgen/blocks`, then
 /// `/var/lib/idgen/blocks` for root, then `$HOME/.local/state/idgen/blocks`: persistent and
@@ -87,7 +92,8 @@ impl FileStore {
     }
 
     /// Locks the sequence for this process (waiting for any other holder) and reads where it
-    /// stands: the copy with the higher serial, or a new sequence's start.
+    /// stands: the copy with the higher serial (on a tie, the higher next value), or a new
+    /// sequence's start.
     fn lock(&self, sequence: &SequenceName) -> Result<Locked, Error> {
         let path = self.dir.join(format!("{sequence}.lock"));
         for _ in 0..LOCK_ATTEMPTS {
@@ -101,29 +107,41 @@ impl FileStore {
             let mut file = options
                 .open(&path)
                 .map_err(|error| io_error(&path, "open", &error))?;
-            file.lock()
-                .map_err(|error| io_error(&path, "lock", &error))?;
+            lock_within(&file, &path, LOCK_TIMEOUT)?;
             // A lock on a file that was deleted or replaced while we waited excludes nobody
             // who opens the path now: take the lock again on what the path names.
             if !still_at_path(&file, &path)? {
                 continue;
             }
-            let in_lock = read_record(&mut file, &path)?;
             let record_path = self.record_path(sequence);
             let in_record = match File::open(&record_path) {
                 Ok(mut file) => read_record(&mut file, &record_path)?,
                 Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
                 Err(error) => return Err(io_error(&record_path, "open", &error)),
             };
+            // The lock file's copy is rewritten in place: a crash or a full disk can leave
+            // it torn. The record, replaced atomically and written first, then stands alone.
+            let in_lock = match read_record(&mut file, &path) {
+                Ok(record) => record,
+                Err(_) if in_record.is_some() => None,
+                Err(error) => return Err(error),
+            };
             let record = match (in_lock, in_record) {
-                (Some(a), Some(b)) => Some(if a.serial >= b.serial { a } else { b }),
+                // The later change wins; two writers that both thought they held the lock
+                // (a lock file replaced under one) leave equal serials: the higher next.
+                (Some(a), Some(b)) => Some(std::cmp::max_by_key(a, b, |r| (r.serial, r.next))),
                 (a, b) => a.or(b),
             };
-            let record = match record {
-                Some(record) => record,
-                None => self.enrol(sequence)?,
+            let (record, new) = match record {
+                Some(record) => (record, false),
+                None => (self.new_sequence(sequence)?, true),
             };
-            return Ok(Locked { file, path, record });
+            return Ok(Locked {
+                file,
+                path,
+                record,
+                new,
+            });
         }
         Err(Error::BlockStore {
             reason: format!(
@@ -134,17 +152,10 @@ impl FileStore {
         })
     }
 
-    /// A sequence with no record: new if the roster has never known it (and now it does),
-    /// an error if it has (its files were deleted; starting again at 1 would hand out every
-    /// value a second time).
-    fn enrol(&self, sequence: &SequenceName) -> Result<Record, Error> {
-        let roster = self.dir.join(ROSTER);
-        let known = match fs::read_to_string(&roster) {
-            Ok(text) => text.lines().any(|line| line == sequence.as_str()),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => false,
-            Err(error) => return Err(io_error(&roster, "read", &error)),
-        };
-        if known {
+    /// A sequence with no record: new if the roster has never known it, an error if it has
+    /// (its files were deleted; starting again at 1 would hand out every value twice).
+    fn new_sequence(&self, sequence: &SequenceName) -> Result<Record, Error> {
+        if self.roster_knows(sequence)? {
             return Err(Error::BlockStore {
                 reason: format!(
                     "the files of sequence {sequence} in {} are gone; restore them (starting \
@@ -153,21 +164,50 @@ impl FileStore {
                 ),
             });
         }
-        // One append of a short line: whole even when several processes enrol at once.
-        OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&roster)
-            .and_then(|mut file| {
-                file.write_all(format!("{sequence}\n").as_bytes())?;
-                file.sync_all()
-            })
-            .map_err(|error| io_error(&roster, "write", &error))?;
         Ok(Record {
             next: 1,
             serial: 0,
             size: 0,
         })
+    }
+
+    /// Whether the roster lists the sequence (a last line without its newline, cut by a
+    /// crash, does not count).
+    fn roster_knows(&self, sequence: &SequenceName) -> Result<bool, Error> {
+        let roster = self.dir.join(ROSTER);
+        match fs::read_to_string(&roster) {
+            Ok(text) => Ok(text
+                .split_inclusive('\n')
+                .any(|line| line.strip_suffix('\n') == Some(sequence.as_str()))),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(error) => Err(io_error(&roster, "read", &error)),
+        }
+    }
+
+    /// Adds the sequence to the roster, once its record is durable (so that a failed first
+    /// grant leaves no name without files). One append of a short line, after a newline if
+    /// a crash cut the last one: whole even when several processes append at once.
+    fn enrol(&self, sequence: &SequenceName) -> Result<(), Error> {
+        if self.roster_knows(sequence)? {
+            return Ok(());
+        }
+        let roster = self.dir.join(ROSTER);
+        let cut = fs::read(&roster).is_ok_and(|text| text.last().is_some_and(|&b| b != b'\n'));
+        let line = if cut {
+            format!("\n{sequence}\n")
+        } else {
+            format!("{sequence}\n")
+        };
+        OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&roster)
+            .and_then(|mut file| {
+                file.write_all(line.as_bytes())?;
+                file.sync_all()
+            })
+            .map_err(|error| io_error(&roster, "write", &error))?;
+        sync_dir(&self.dir)
     }
 
     /// Makes `record` the sequence's record, durably, in both copies.
@@ -196,6 +236,21 @@ impl FileStore {
             .and_then(|()| file.sync_all())
             .map_err(|error| io_error(&locked.path, "write", &error))?;
         locked.record = record;
+        if locked.new {
+            self.enrol(sequence)?;
+            locked.new = false;
+        }
+        // Had the lock file been replaced since we locked it, another process could have
+        // locked the new one and read the record before our rename: our change is then
+        // not ours alone, and its values are not used (a gap, never a duplicate).
+        if !still_at_path(&locked.file, &locked.path)? {
+            return Err(Error::BlockStore {
+                reason: format!(
+                    "{} was replaced during a change; the change is dropped",
+                    locked.path.display()
+                ),
+            });
+        }
         Ok(())
     }
 }
@@ -205,6 +260,8 @@ struct Locked {
     file: File,
     path: PathBuf,
     record: Record,
+    /// No record existed: the roster learns the name once the first one is durable.
+    new: bool,
 }
 
 /// Where a sequence stands.
@@ -245,7 +302,8 @@ impl Record {
             serial: field("serial")?,
             size: field("size")?,
         };
-        (lines.next().is_none() && (1..=MAX_VALUE + 1).contains(&record.next)).then_some(record)
+        let sane = (1..=MAX_VALUE + 1).contains(&record.next) && record.serial <= MAX_VALUE;
+        (lines.next().is_none() && sane).then_some(record)
     }
 }
 
@@ -286,6 +344,33 @@ impl BlockStore for FileStore {
         };
         self.store(sequence, &mut locked, record)?;
         Ok(true)
+    }
+}
+
+/// Takes `file`'s exclusive lock, waiting at most `timeout` for another holder.
+fn lock_within(file: &File, path: &Path, timeout: Duration) -> Result<(), Error> {
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_micros(50);
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(5));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::BlockStore {
+                    reason: format!(
+                        "{} has been locked by another process for more than {} s",
+                        path.display(),
+                        timeout.as_secs()
+                    ),
+                });
+            }
+            Err(std::fs::TryLockError::Error(error)) => {
+                return Err(io_error(path, "lock", &error));
+            }
+        }
     }
 }
 
@@ -425,6 +510,91 @@ mod tests {
             Err(Error::SequenceExhausted {
                 sequence: "orders".into()
             })
+        );
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_lock_file_replaced_during_a_change_drops_that_change() {
+        // A holds the lock and is about to write; the lock file is replaced; B locks the
+        // new file and grants from the record A has not replaced yet. A's change must not
+        // count: its values are a gap, B's are B's alone.
+        let dir = temp_dir("replaced-mid-change");
+        let store = FileStore::open(&dir).unwrap();
+        let orders = SequenceName::new("orders").unwrap();
+        store.grant(&orders, 10).unwrap();
+        let mut held = store.lock(&orders).unwrap();
+        let lock_path = dir.join("orders.lock");
+        fs::copy(&lock_path, dir.join("copy")).unwrap();
+        fs::rename(dir.join("copy"), &lock_path).unwrap();
+        let theirs = store.grant(&orders, 10).unwrap();
+        let mine = Record {
+            next: held.record.next + 5,
+            serial: held.record.serial + 1,
+            size: 5,
+        };
+        assert!(matches!(
+            store.store(&orders, &mut held, mine),
+            Err(Error::BlockStore { .. })
+        ));
+        drop(held);
+        // Both copies now say serial 3; the higher next wins, so nothing of B's comes again.
+        let after = store.grant(&orders, 1).unwrap();
+        assert!(after.first >= theirs.end, "{after:?} after {theirs:?}");
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_torn_lock_copy_gives_way_to_the_record() {
+        let dir = temp_dir("torn-lock");
+        let store = FileStore::open(&dir).unwrap();
+        let orders = SequenceName::new("orders").unwrap();
+        let first = store.grant(&orders, 10).unwrap();
+        let text = fs::read(dir.join("orders.lock")).unwrap();
+        fs::write(dir.join("orders.lock"), &text[..text.len() / 2]).unwrap();
+        assert_eq!(store.grant(&orders, 10).unwrap().first, first.end);
+        // A damaged record is refused, whatever the lock file says.
+        fs::write(dir.join("orders.next"), b"idgen-blocks v2\nnext=1\n").unwrap();
+        assert!(matches!(
+            store.grant(&orders, 10),
+            Err(Error::BlockStore { .. })
+        ));
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_failed_first_grant_leaves_the_name_off_the_roster() {
+        let dir = temp_dir("first-fails");
+        let store = FileStore::open(&dir).unwrap();
+        let orders = SequenceName::new("orders").unwrap();
+        // The staging path is a directory: the first write fails.
+        fs::create_dir(dir.join("orders.next.writing")).unwrap();
+        assert!(store.grant(&orders, 10).is_err());
+        fs::remove_dir(dir.join("orders.next.writing")).unwrap();
+        let _ = fs::remove_file(dir.join("orders.lock"));
+        assert_eq!(store.grant(&orders, 10).unwrap().first, 1);
+        // Known now: both files gone is an error.
+        fs::remove_file(dir.join("orders.lock")).unwrap();
+        fs::remove_file(dir.join("orders.next")).unwrap();
+        assert!(store.grant(&orders, 10).is_err());
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_roster_line_cut_by_a_crash_is_not_a_name_and_the_next_starts_on_its_own_line() {
+        let dir = temp_dir("roster-cut");
+        let store = FileStore::open(&dir).unwrap();
+        fs::write(dir.join(ROSTER), "ord").unwrap();
+        let invoices = SequenceName::new("invoices").unwrap();
+        store.grant(&invoices, 1).unwrap();
+        assert_eq!(
+            fs::read_to_string(dir.join(ROSTER)).unwrap(),
+            "ord\ninvoices\n"
+        );
+        assert!(
+            !store
+                .roster_knows(&SequenceName::new("ordinvoices").unwrap())
+                .unwrap()
         );
         fs::remove_dir_all(&dir).ok();
     }

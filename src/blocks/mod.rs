@@ -123,8 +123,8 @@ pub trait BlockStore: Send + Sync {
     /// (1 for a sequence never used). The block is shorter only at the end of the range.
     ///
     /// Fails with [`Error::SequenceExhausted`] once the sequence has handed out
-    /// [`MAX_VALUE`], and with [`Error::BlockStore`] when the store fails (nothing is
-    /// granted then).
+    /// [`MAX_VALUE`], and with [`Error::BlockStore`] when the store fails (the block is
+    /// then never used: at worst a gap, if the change was made and its answer lost).
     fn grant(&self, sequence: &SequenceName, size: u64) -> Result<Grant, Error>;
 
     /// Gives the values `unused_from..grant.end` back to `sequence`, where `grant` is the

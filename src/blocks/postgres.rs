@@ -1,8 +1,9 @@
 //! [`PostgresStore`]: blocks from one PostgreSQL table, for every process of a fleet.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::{BlockStore, Grant, MAX_VALUE, SequenceName, check_give_back};
@@ -39,7 +40,9 @@ const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a caller waits for the connection thread's answer (a connect plus statements).
 const ANSWER_WITHIN: Duration = Duration::from_secs(12);
 
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+/// Work for the connection thread, and whether its caller stopped waiting (then it is
+/// skipped: a grant nobody waits for would only be a gap).
+type Job = (Box<dyn FnOnce(&mut Connection) + Send>, Arc<AtomicBool>);
 
 /// Blocks of named sequences from the PostgreSQL table `idgen_sequences` (created if
 /// absent): one row per sequence, holding its last granted value (values start at 1; the
@@ -71,14 +74,23 @@ impl PostgresStore {
         let mut config: postgres::Config = url.parse().map_err(|error| Error::BlockStore {
             reason: format!("not a PostgreSQL connection URL: {error}"),
         })?;
+        // Added to the URL's own options (a search_path, say), never in their place. A
+        // grant must be durable when it is acknowledged: synchronous_commit on.
+        let options = format!(
+            "{} -c statement_timeout={} -c synchronous_commit=on",
+            config.get_options().unwrap_or(""),
+            STATEMENT_TIMEOUT.as_millis()
+        );
         config
             .connect_timeout(STATEMENT_TIMEOUT)
+            // A silent network (a half-open connection) is an error within seconds, not
+            // after the kernel's quarter of an hour of retransmissions.
+            .tcp_user_timeout(STATEMENT_TIMEOUT)
             .keepalives(true)
-            .keepalives_idle(Duration::from_secs(10))
-            .options(&format!(
-                "-c statement_timeout={}",
-                STATEMENT_TIMEOUT.as_millis()
-            ));
+            .keepalives_idle(Duration::from_secs(5))
+            .keepalives_interval(Duration::from_secs(1))
+            .keepalives_retries(3)
+            .options(options.trim_start());
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("idgen-postgres".into())
@@ -88,8 +100,10 @@ impl PostgresStore {
                     client: None,
                 };
                 // Ends when the store (the only sender) is dropped; the client goes with it.
-                for job in queue {
-                    job(&mut connection);
+                for (job, abandoned) in queue {
+                    if !abandoned.load(Ordering::SeqCst) {
+                        job(&mut connection);
+                    }
                 }
             })
             .map_err(|error| Error::BlockStore {
@@ -108,9 +122,13 @@ impl PostgresStore {
         work: impl FnOnce(&mut Connection) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, Error> {
         let (answer, answered) = mpsc::sync_channel(1);
-        let job: Job = Box::new(move |connection| {
-            let _ = answer.send(work(connection));
-        });
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let job: Job = (
+            Box::new(move |connection| {
+                let _ = answer.send(work(connection));
+            }),
+            Arc::clone(&abandoned),
+        );
         self.jobs
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -118,14 +136,16 @@ impl PostgresStore {
             .map_err(|_| Error::BlockStore {
                 reason: "the PostgreSQL connection thread has stopped".into(),
             })?;
-        answered
-            .recv_timeout(ANSWER_WITHIN)
-            .map_err(|_| Error::BlockStore {
+        answered.recv_timeout(ANSWER_WITHIN).map_err(|_| {
+            abandoned.store(true, Ordering::SeqCst);
+            Error::BlockStore {
                 reason: format!(
-                    "PostgreSQL did not answer within {} s",
+                    "PostgreSQL did not answer within {} s (a grant under way may still \
+                     commit: a gap, never a duplicate)",
                     ANSWER_WITHIN.as_secs()
                 ),
-            })?
+            }
+        })?
     }
 }
 
@@ -149,11 +169,22 @@ impl Connection {
     }
 }
 
-/// `CREATE TABLE IF NOT EXISTS` can still fail when two sessions create the table at once;
-/// the loser finds it there on a second try.
+/// Creates the table only if the name resolves to nothing on the session's search path.
+/// (`CREATE TABLE IF NOT EXISTS` looks only in the first schema of the path, while the
+/// grant's `UPDATE` takes the first table found along it: with a table in `public` and a
+/// schema named after the role, it would make a second, empty table there, and every
+/// sequence would start again at 1.) Two sessions creating it at once: the loser finds it
+/// on a second look.
 fn create_table(client: &mut postgres::Client) -> Result<(), postgres::Error> {
+    let exists = |client: &mut postgres::Client| -> Result<bool, postgres::Error> {
+        let row = client.query_one("SELECT to_regclass('idgen_sequences') IS NOT NULL", &[])?;
+        row.try_get(0)
+    };
+    if exists(client)? {
+        return Ok(());
+    }
     match client.batch_execute(CREATE_TABLE) {
-        Err(error) if error.code().is_some() => client.batch_execute(CREATE_TABLE),
+        Err(_) if exists(client)? => Ok(()),
         done => done,
     }
 }
@@ -176,7 +207,13 @@ impl BlockStore for PostgresStore {
                 sequence: sequence.to_string(),
             });
         };
-        let (last, serial, granted): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        let columns = (row.try_get(0), row.try_get(1), row.try_get(2));
+        let (Ok(last), Ok(serial), Ok(granted)) = columns else {
+            return Err(Error::BlockStore {
+                reason: format!("{TABLE} does not have the columns idgen made (bigint each)"),
+            });
+        };
+        let (last, serial, granted): (i64, i64, i64) = (last, serial, granted);
         if granted < 1 || last < granted || serial < 1 {
             return Err(Error::BlockStore {
                 reason: format!(
