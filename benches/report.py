@@ -16,10 +16,12 @@ CRITERION = ROOT / "target" / "criterion"
 PAGE = ROOT / "docs" / "benchmarks.md"
 PLOT = ROOT / "docs" / "ns_per_id.svg"
 SUSTAINED = ROOT / "target" / "idgen-bench" / "sustained.json"
+BLOCKS = ROOT / "target" / "idgen-bench" / "blocks.json"
 COMMAND = (
     "cargo bench --bench hot_path --bench throughput --bench batches -- "
     "--warm-up-time 1 --measurement-time 3 && cargo bench --bench peers && "
     "cargo bench -p idgen-bench-uuid-fast-rng && cargo bench --bench sustained && "
+    "IDGEN_POSTGRES_URL=... cargo bench --bench blocks --features postgres && "
     "python3 benches/report.py"
 )
 PEERS = ["ferroid", "snowflake_me", "snowflaked", "rs-snowflake", "sonyflake", "idgenerator",
@@ -171,6 +173,7 @@ def main():
     lines.append("")
 
     lines += peer_sections(targets)
+    lines += blocks_section(targets)
 
     lines += ["## Targets", "", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {name} | {value} | {verdict(ok)} |" for name, value, ok in targets]
@@ -319,6 +322,81 @@ def peer_sections(targets):
                                 share >= 0.995 and row["duplicates"] == 0))
     else:
         lines.append("| (run `cargo bench --bench sustained` first) | | | | | |")
+    lines.append("")
+    return lines
+
+
+def blocks_section(targets):
+    """The block allocator (benches/blocks.rs): its hot path, round trips, PostgreSQL."""
+    lines = ["## Blocks: dense sequence values", ""]
+    if not BLOCKS.exists():
+        return lines + ["(run `cargo bench --bench blocks --features postgres` first)", ""]
+    b = json.loads(BLOCKS.read_text())
+    lines += [
+        "`benches/blocks.rs`. Hot path: threads released together, each making 5,000,000",
+        "calls; the median of 7 rounds, the two entrants alternating. The allocator has blocks",
+        "fixed at 1,000 from a store in memory (its own cost; a real store adds one round trip",
+        "per block), beside a bare `AtomicU64::fetch_add` per value.",
+        "",
+        "| threads | fetch_add ns | allocator ns | allocator / fetch_add |",
+        "|---|---|---|---|",
+    ]
+    for threads in (1, 2):
+        fa, al = b.get(f"fetch_add_ns_{threads}"), b.get(f"allocator_ns_{threads}")
+        r = ratio(al, fa)
+        lines.append(f"| {threads} | {fmt(fa)} | {fmt(al)} | {fmt_ratio(r)} |")
+        if threads == 1:
+            targets.append(("blocks of 1,000, 1 thread: at most 2x a bare fetch_add",
+                            fmt_ratio(r), None if r is None else r <= 2.0))
+    fixed, adaptive = b.get("round_trips_fixed_1000"), b.get("round_trips_adaptive")
+    used = b.get("blocks_fixed_1000")
+    lines += [
+        "",
+        f"Store round trips for one million values (in memory): blocks fixed at 1,000: the "
+        f"values came from **{used:,.0f}** blocks; **{fixed:,.0f}** requests were made in all "
+        f"(the last block, passing its refill point, prefetched the first block of the next "
+        f"million). Adapting from 1,000 (doubling while a block lasts less than 15 minutes): "
+        f"**{adaptive:,.0f}** requests.",
+        "",
+    ]
+    targets.append(("round trips per million values, blocks of 1,000: at most 1,000 (blocks "
+                    "the million came from; requests in all in the text)", f"{used:,.0f}",
+                    used <= 1_000))
+    targets.append(("round trips per million values once the size adapts: fewer",
+                    f"{adaptive:,.0f}", adaptive < fixed))
+    if "nextval_million_s" not in b:
+        return lines + ["(PostgreSQL parts: run with `--features postgres` and "
+                        "`IDGEN_POSTGRES_URL`)", ""]
+    nv = b["nextval_million_s"]
+    pf, pa = b["pg_fixed_1000_million_s"], b["pg_adaptive_million_s"]
+    lines += [
+        "One million values on PostgreSQL 15 (loopback, the server `.ci/test` starts): one",
+        "`SELECT nextval(...)` per value (prepared) against the allocator on `PostgresStore`.",
+        "",
+        "| way | wall time s | store round trips | nextval time / this |",
+        "|---|---|---|---|",
+        f"| `nextval()` per value | {nv:.2f} | 1,000,000 | 1x |",
+        f"| allocator, blocks fixed at 1,000 | {pf:.3f} | {b['pg_fixed_1000_round_trips']:,.0f} "
+        f"| {nv / pf:,.0f}x |",
+        f"| allocator, adapting (default) | {pa:.4f} | {b['pg_adaptive_round_trips']:,.0f} "
+        f"| {nv / pa:,.0f}x |",
+        "",
+    ]
+    targets.append(("allocator on PostgreSQL (blocks of 1,000) vs nextval() per value: at "
+                    "least 100x less wall time", f"{nv / pf:,.0f}x", nv / pf >= 100))
+    lines += [
+        "Key locality: 1,000,000 rows inserted into PostgreSQL in batches of 1,000 (one",
+        "`INSERT ... SELECT FROM unnest($1)` each), into a table whose primary key is the ID;",
+        "UUIDs are sent as text and cast. Index and table sizes after the last batch.",
+        "",
+        "| key | insert time s | index MB | table MB |",
+        "|---|---|---|---|",
+    ]
+    for kind, label in (("snowflake", "Snowflake `BIGINT`"), ("blocks", "block values `BIGINT`"),
+                        ("uuidv7", "UUIDv7 `UUID`"), ("uuidv4", "UUIDv4 `UUID` (random)")):
+        lines.append(f"| {label} | {b[f'locality_{kind}_s']:.2f} | "
+                     f"{b[f'locality_{kind}_index_bytes'] / 1e6:.1f} | "
+                     f"{b[f'locality_{kind}_table_bytes'] / 1e6:.1f} |")
     lines.append("")
     return lines
 
