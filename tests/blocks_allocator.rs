@@ -396,13 +396,87 @@ fn close_and_drop_give_up_on_a_hanging_store_after_max_wait() {
 #[test]
 fn a_wait_of_duration_max_means_no_deadline() {
     let store = MemoryStore::new();
-    let alloc = BlockAllocator::builder(store, "orders")
+    let alloc = BlockAllocator::builder(store.clone(), "orders")
         .unwrap()
         .max_wait(Duration::MAX)
         .build()
         .unwrap();
+    store.hang(true);
+    let release = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            // Longer than the default wait: a call with a deadline would have failed.
+            std::thread::sleep(Duration::from_millis(2_500));
+            store.hang(false);
+        })
+    };
     assert_eq!(alloc.next_n(3).unwrap(), vec![1, 2, 3]);
+    release.join().unwrap();
     alloc.close().unwrap();
+}
+
+#[test]
+fn tiny_blocks_refilled_at_once_never_leave_a_caller_without_a_wake_up() {
+    // Blocks of 1 to 3, a fetch asked for at the first value of each: the fetcher's
+    // hand-over (poll, park, wake) runs hundreds of thousands of times against 4 threads.
+    // A lost wake-up would surface as BlocksUnavailable after the wait.
+    let store = MemoryStore::new();
+    let alloc = BlockAllocator::builder(store, "orders")
+        .unwrap()
+        .block_size(2)
+        .block_size_bounds(1, 3)
+        .refill_at(0.0)
+        .max_wait(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let runs: Vec<Vec<u64>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| scope.spawn(|| (0..50_000).map(|_| alloc.next().unwrap()).collect()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for run in &runs {
+        assert_increasing("thread", run);
+    }
+    assert_eq!(assert_unique(&runs), 200_000);
+}
+
+/// CPU time (user + system, in clock ticks) of this process's threads named `prefix...`.
+fn thread_ticks(prefix: &str) -> u64 {
+    let mut ticks = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let path = task.unwrap().path();
+        let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(path.join("stat")).unwrap();
+        // Fields after the parenthesised name: state is the 3rd field, utime the 14th.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = after.split(' ').collect();
+        ticks += fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    }
+    ticks
+}
+
+#[test]
+fn an_idle_allocator_parks_its_fetcher() {
+    let store = MemoryStore::new();
+    let alloc = BlockAllocator::builder(store, "idle-fetcher")
+        .unwrap()
+        .fixed_block_size(100)
+        .build()
+        .unwrap();
+    // Fast blocks: the fetcher polls while they last.
+    for _ in 0..10_000 {
+        alloc.next().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100)); // past its millisecond of polling
+    let before = thread_ticks("idgen-blocks-id");
+    std::thread::sleep(Duration::from_millis(1_000));
+    let used = thread_ticks("idgen-blocks-id") - before;
+    // A clock tick is 10 ms: a fetcher that kept polling would use about 100.
+    assert!(used <= 2, "the idle fetcher used {used} ticks in 1 s");
 }
 
 /// A store that grants nonsense.

@@ -100,16 +100,20 @@ fn deleting_either_file_loses_nothing_and_a_damaged_one_is_refused() {
     let dir = temp_dir("tamper");
     let store = FileStore::open(&dir).unwrap();
     let first = store.grant(&orders(), 10).unwrap();
-    std::fs::remove_file(dir.join("orders.next")).unwrap();
+    std::fs::remove_file(dir.join("orders/next")).unwrap();
     let second = store.grant(&orders(), 10).unwrap();
-    assert_eq!(
-        second.first, first.end,
-        "continued from the lock file's copy"
-    );
-    std::fs::remove_file(dir.join("orders.lock")).unwrap();
+    assert_eq!(second.first, first.end, "continued from the copy");
+    std::fs::remove_file(dir.join("orders/copy")).unwrap();
     let third = store.grant(&orders(), 10).unwrap();
     assert_eq!(third.first, second.end, "continued from the record");
-    std::fs::write(dir.join("orders.next"), "next=1\n").unwrap();
+    // Deleted again, and again: each time the other file carries on.
+    for _ in 0..2 {
+        std::fs::remove_file(dir.join("orders/copy")).unwrap();
+        let before = store.grant(&orders(), 10).unwrap();
+        std::fs::remove_file(dir.join("orders/next")).unwrap();
+        assert_eq!(store.grant(&orders(), 10).unwrap().first, before.end);
+    }
+    std::fs::write(dir.join("orders/next"), "next=1\n").unwrap();
     assert!(matches!(
         store.grant(&orders(), 10),
         Err(Error::BlockStore { .. })
@@ -122,12 +126,18 @@ fn deleting_both_files_of_a_known_sequence_is_an_error_not_a_restart_at_1() {
     let dir = temp_dir("both-gone");
     let store = FileStore::open(&dir).unwrap();
     store.grant(&orders(), 10).unwrap();
-    std::fs::remove_file(dir.join("orders.next")).unwrap();
-    std::fs::remove_file(dir.join("orders.lock")).unwrap();
+    std::fs::remove_file(dir.join("orders/next")).unwrap();
+    std::fs::remove_file(dir.join("orders/copy")).unwrap();
     match store.grant(&orders(), 10) {
         Err(Error::BlockStore { reason }) => assert!(reason.contains("are gone"), "{reason}"),
         other => panic!("expected an error, got {other:?}"),
     }
+    // So is the sequence's whole directory, for a store opened afresh (no memory of it).
+    std::fs::remove_dir_all(dir.join("orders")).unwrap();
+    assert!(matches!(
+        FileStore::open(&dir).unwrap().grant(&orders(), 10),
+        Err(Error::BlockStore { .. })
+    ));
     // Another sequence is new, and starts at 1.
     let invoices = SequenceName::new("invoices").unwrap();
     assert_eq!(store.grant(&invoices, 10).unwrap().first, 1);
@@ -135,25 +145,30 @@ fn deleting_both_files_of_a_known_sequence_is_an_error_not_a_restart_at_1() {
 }
 
 #[test]
-fn a_lock_file_replaced_while_a_grant_waits_is_locked_again() {
-    // A holder keeps the lock while the file is replaced: a grant that waited on the old
-    // file must not go ahead while another can lock the new one.
-    let dir = temp_dir("replaced-lock");
+fn a_sequence_directory_moved_while_a_grant_waits_is_locked_again() {
+    // A holder keeps the lock while the directory is moved away and a copy put in its
+    // place: a grant that waited on the old one must not go ahead while another can lock
+    // the new one.
+    let dir = temp_dir("moved-dir");
     let store = FileStore::open(&dir).unwrap();
     store.grant(&orders(), 10).unwrap();
-    let lock_path = dir.join("orders.lock");
-    let held = std::fs::File::open(&lock_path).unwrap();
+    let held = std::fs::File::open(dir.join("orders")).unwrap();
     held.lock().unwrap();
     let waiter = {
         let store = store.clone();
         std::thread::spawn(move || store.grant(&orders(), 10).unwrap())
     };
     std::thread::sleep(Duration::from_millis(100));
-    // Replace the file, as a restore or an editor would.
-    let copy = dir.join("orders.lock.copy");
-    std::fs::copy(&lock_path, &copy).unwrap();
-    std::fs::rename(&copy, &lock_path).unwrap();
-    // A grant takes the new file's lock now, while the waiter still waits on the old one.
+    std::fs::rename(dir.join("orders"), dir.join("orders-old")).unwrap();
+    std::fs::create_dir(dir.join("orders")).unwrap();
+    for file in ["next", "copy"] {
+        std::fs::copy(
+            dir.join("orders-old").join(file),
+            dir.join("orders").join(file),
+        )
+        .unwrap();
+    }
+    // A grant takes the new directory's lock now, while the waiter still waits on the old.
     let meanwhile = store.grant(&orders(), 10).unwrap();
     drop(held);
     let waited = waiter.join().unwrap();

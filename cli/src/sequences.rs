@@ -5,8 +5,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -35,6 +37,11 @@ pub struct BlockArgs {
 }
 
 impl BlockArgs {
+    /// Whether a store was named (rather than the default directory).
+    pub fn named(&self) -> bool {
+        self.blocks_dir.is_some() || self.postgres.is_some()
+    }
+
     /// The store the flags name. Blocks (connecting to PostgreSQL): call it outside async code.
     pub fn store(&self) -> Result<Arc<dyn BlockStore>, Failure> {
         let store: Arc<dyn BlockStore> = match (&self.postgres, &self.blocks_dir) {
@@ -56,18 +63,25 @@ impl BlockArgs {
 
 /// The service's sequences: one allocator per name, made on first use.
 pub struct Sequences {
-    store: Arc<dyn BlockStore>,
-    allocators: Mutex<HashMap<SequenceName, Arc<BlockAllocator>>>,
+    /// The store, or why there is none (the default directory could not be opened: the
+    /// service runs, and sequence requests say why they cannot be served).
+    store: Result<Arc<dyn BlockStore>, String>,
+    /// `None` once closed for shutdown.
+    allocators: Mutex<Option<HashMap<SequenceName, Arc<BlockAllocator>>>>,
     max_sequences: usize,
     max_batch: usize,
     pub values_issued: AtomicU64,
 }
 
 impl Sequences {
-    pub fn new(store: Arc<dyn BlockStore>, max_sequences: usize, max_batch: usize) -> Sequences {
+    pub fn new(
+        store: Result<Arc<dyn BlockStore>, String>,
+        max_sequences: usize,
+        max_batch: usize,
+    ) -> Sequences {
         Sequences {
             store,
-            allocators: Mutex::new(HashMap::new()),
+            allocators: Mutex::new(Some(HashMap::new())),
             max_sequences,
             max_batch,
             values_issued: AtomicU64::new(0),
@@ -76,10 +90,18 @@ impl Sequences {
 
     /// The allocator of `name`, made if new (each has a fetcher thread, hence the cap).
     fn allocator(&self, name: &SequenceName) -> Result<Arc<BlockAllocator>, ApiError> {
+        let unavailable = |message: String| ApiError(StatusCode::SERVICE_UNAVAILABLE, message);
+        let store = self
+            .store
+            .as_ref()
+            .map_err(|reason| unavailable(reason.clone()))?;
         let mut allocators = self
             .allocators
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        let Some(allocators) = allocators.as_mut() else {
+            return Err(unavailable("the service is shutting down".into()));
+        };
         if let Some(allocator) = allocators.get(name) {
             return Ok(Arc::clone(allocator));
         }
@@ -92,7 +114,7 @@ impl Sequences {
                 ),
             ));
         }
-        let allocator = BlockAllocator::builder(Arc::clone(&self.store), name.as_str())
+        let allocator = BlockAllocator::builder(Arc::clone(store), name.as_str())
             .and_then(|builder| builder.build())
             .map_err(|error| ApiError(StatusCode::SERVICE_UNAVAILABLE, error.to_string()))?;
         let allocator = Arc::new(allocator);
@@ -106,6 +128,9 @@ impl Sequences {
             .allocators
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        let Some(allocators) = allocators.as_ref() else {
+            return (0, 0, 0);
+        };
         let (mut trips, mut failed) = (0, 0);
         for allocator in allocators.values() {
             let stats = allocator.stats();
@@ -115,28 +140,51 @@ impl Sequences {
         (trips, failed, allocators.len())
     }
 
-    /// Closes every allocator, giving unused values back; says how many were given back.
-    /// Blocks on the store: call it outside async code.
-    pub fn close(&self) -> Result<usize, Failure> {
-        let allocators: Vec<_> = self
+    /// Closes every allocator at once, giving unused values back, within `grace`; says
+    /// how many gave values back. Later requests get a 503. Blocks on the store: call it
+    /// outside async code.
+    pub fn close(&self, grace: Duration) -> Result<usize, Failure> {
+        let allocators = self
             .allocators
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .drain()
-            .collect();
-        let mut given_back = 0;
+            .take()
+            .unwrap_or_default();
+        let count = allocators.len();
+        let (done, results) = std::sync::mpsc::channel();
         for (name, allocator) in allocators {
-            match allocator.close() {
-                Ok(true) => given_back += 1,
-                Ok(false) => {}
-                Err(error) => {
-                    return Err(Failure::runtime(format!(
-                        "sequence {name}: the unused values were not given back: {error}"
-                    )));
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let _ = done.send((name, allocator.close()));
+            });
+        }
+        drop(done);
+        let deadline = Instant::now() + grace;
+        let (mut given_back, mut failures) = (0, Vec::new());
+        for _ in 0..count {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match results.recv_timeout(left) {
+                Ok((_, Ok(true))) => given_back += 1,
+                Ok((_, Ok(false))) => {}
+                Ok((name, Err(error))) => failures.push(format!("sequence {name}: {error}")),
+                Err(_) => {
+                    failures.push(format!(
+                        "some sequences were still closing after {} s; their unused values \
+                         are a gap",
+                        grace.as_secs()
+                    ));
+                    break;
                 }
             }
         }
-        Ok(given_back)
+        if failures.is_empty() {
+            Ok(given_back)
+        } else {
+            Err(Failure::runtime(format!(
+                "unused sequence values not given back: {}",
+                failures.join("; ")
+            )))
+        }
     }
 }
 
@@ -148,11 +196,14 @@ pub fn router(sequences: Arc<Sequences>) -> Router {
 
 async fn next_values(
     State(sequences): State<Arc<Sequences>>,
-    Path(name): Path<String>,
+    name: Result<Path<String>, PathRejection>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
+    let Path(name) = name.map_err(|_| {
+        ApiError::bad("invalid sequence name: not UTF-8 once percent-decoded; only a-z, 0-9, _ and - are allowed")
+    })?;
     let name = SequenceName::new(&name).map_err(|error| ApiError::bad(error.to_string()))?;
     if query.is_some_and(|query| !query.is_empty()) {
         return Err(ApiError::bad(
@@ -191,11 +242,15 @@ async fn next_values(
     Ok(axum::Json(json!({ "values": values })).into_response())
 }
 
+/// 409 at the end of the range, 503 while the store is away (transient), and 500 for an
+/// allocator stopped for good (a store that went back): retrying cannot help there, and
+/// the sequence stays stopped until an operator looks.
 fn api_error(error: Error) -> ApiError {
     let status = match error {
         Error::SequenceExhausted { .. } => StatusCode::CONFLICT,
         Error::BatchTooLarge { .. } => StatusCode::BAD_REQUEST,
-        _ => StatusCode::SERVICE_UNAVAILABLE,
+        _ if error.is_transient() => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     ApiError(status, error.to_string())
 }
@@ -209,7 +264,8 @@ pub struct SeqArgs {
 #[derive(clap::Subcommand)]
 enum SeqCommand {
     /// Take the next values of a sequence straight from the store (one block of exactly
-    /// that many values: no gap), one per line.
+    /// that many values), one per line. Short only at the end of the i64 range (exit 1);
+    /// values not written (a closed pipe) are a gap.
     Next(SeqNextArgs),
 }
 
@@ -237,6 +293,19 @@ impl SeqArgs {
                 "-n must be from 1 to {MAX_SEQ_COUNT}; got {}",
                 args.count
             )));
+        }
+        if !args.store.named() {
+            // The operator's command must not make a store of its own by accident (another
+            // user's default directory, say), where the sequence would start again at 1.
+            let dir = idgen::blocks::default_blocks_dir()
+                .map_err(|error| Failure::runtime(error.to_string()))?;
+            if !dir.is_dir() {
+                return Err(Failure::runtime(format!(
+                    "no block store at {} (the service makes it on first use); name the \
+                     service's with --blocks-dir or --postgres",
+                    dir.display()
+                )));
+            }
         }
         let store = args.store.store()?;
         let grant = store

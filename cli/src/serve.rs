@@ -94,12 +94,21 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         .transpose()?;
     // Before the lease, so that a clock these kinds refuse leaves no number to release.
     let counted = CountedGenerators::new()?;
-    // Connecting to PostgreSQL blocks: before the runtime, like the lease.
-    let sequences = Arc::new(Sequences::new(
-        args.blocks.store()?,
-        args.max_sequences,
-        args.max_batch,
-    ));
+    if args.max_sequences == 0 {
+        return Err(Failure::input("--max-sequences must be at least 1"));
+    }
+    // Connecting to PostgreSQL blocks: before the runtime, like the lease. A store named by
+    // a flag must open; the default directory may fail (no HOME, a read-only disk) without
+    // stopping the IDs: sequence requests then get a 503 saying why.
+    let store = match args.blocks.store() {
+        Ok(store) => Ok(store),
+        Err(failure) if !args.blocks.named() => {
+            eprintln!("idgen: sequences unavailable: {}", failure.message);
+            Err(format!("no block store: {}", failure.message))
+        }
+        Err(failure) => return Err(failure),
+    };
+    let sequences = Arc::new(Sequences::new(store, args.max_sequences, args.max_batch));
     // Leasing blocks (and the etcd store refuses to run inside a Tokio runtime): do it first.
     let mut source = args.lease.source(layout)?;
     source.holder = Some(format!("idgen serve, pid {}", std::process::id()));
@@ -127,8 +136,6 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     // still running on a blocking thread gets a moment, and the runtime goes before the
     // lease is released.
     runtime.shutdown_timeout(Duration::from_secs(1));
-    // Unused values go back to the store, so that a clean restart leaves no gap.
-    let given_back = sequences.close();
     let released = match Arc::try_unwrap(service) {
         Ok(service) => service.generator.release().map(|()| true),
         // A batch still running on a blocking thread: the number cannot be released under
@@ -136,6 +143,9 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         // keeps a successor after every ID the batch may still issue.
         Err(_) => Ok(false),
     };
+    // After the lease (a slow block store must not hold the worker number), the unused
+    // sequence values go back, so that a clean restart leaves no gap.
+    let given_back = sequences.close(grace);
     served?;
     given_back?;
     let released =

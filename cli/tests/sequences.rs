@@ -217,3 +217,61 @@ fn postgres_behind_the_same_endpoint_and_the_end_of_the_range_is_a_409() {
         reply.error()
     );
 }
+
+#[test]
+fn a_damaged_store_is_a_503_and_a_name_that_is_not_utf8_a_json_400() {
+    let lease_dir = new_lease_dir("seq-damaged");
+    let blocks_dir = lease_dir.with_file_name("blocks");
+    std::fs::create_dir_all(blocks_dir.join("orders")).unwrap();
+    std::fs::write(blocks_dir.join("orders/next"), "not a record").unwrap();
+    let service = Service::start(&lease_dir, &[]);
+    let reply = service.post_json("/v1/sequences/orders/next", r#"{"count": 1}"#);
+    assert_eq!(reply.status, 503, "{:?}", reply.body);
+    assert!(
+        reply.error().contains("not a block record"),
+        "{}",
+        reply.error()
+    );
+    let reply = service.post_json("/v1/sequences/%FF/next", r#"{"count": 1}"#);
+    assert_eq!(reply.status, 400, "{:?}", reply.body);
+    assert!(reply.error().contains("sequence name"), "{}", reply.error());
+    // Another sequence is served all the same.
+    assert_eq!(
+        values(&service.post_json("/v1/sequences/invoices/next", r#"{"count": 1}"#)),
+        vec![1]
+    );
+}
+
+#[test]
+fn without_a_usable_default_store_ids_are_served_and_sequences_say_why_not() {
+    let lease_dir = new_lease_dir("seq-no-store");
+    // XDG_STATE_HOME names a file: the default blocks directory cannot be made.
+    let not_a_dir = lease_dir.with_file_name("state-file");
+    std::fs::write(&not_a_dir, "").unwrap();
+    let service = Service::start_in(
+        std::process::Command::new(common::BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--lease-dir"])
+            .arg(&lease_dir)
+            .env("XDG_STATE_HOME", &not_a_dir),
+    );
+    assert_eq!(
+        service.post_json("/v1/ids", r#"{"count": 2}"#).ids().len(),
+        2
+    );
+    let reply = service.post_json("/v1/sequences/orders/next", r#"{"count": 1}"#);
+    assert_eq!(reply.status, 503, "{:?}", reply.body);
+    assert!(
+        reply.error().contains("no block store"),
+        "{}",
+        reply.error()
+    );
+    // The operator's command does not make a store of its own either.
+    let (status, out, err) = common::idgen_with_env(
+        &["seq", "next", "orders"],
+        &[("XDG_STATE_HOME", &not_a_dir)],
+    );
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(out.is_empty());
+    let (_, _, err) = idgen(&["serve", "--max-sequences", "0"]);
+    assert!(err.contains("--max-sequences must be at least 1"), "{err}");
+}

@@ -256,9 +256,11 @@ impl BlockAllocator {
 
     /// Stops handing out values and gives the unused ones back to the store, if nobody has
     /// taken a block of the sequence since (then `true`: a restart continues without a
-    /// gap). Waits for a fetch under way. Later calls fail with [`Error::AllocatorClosed`];
-    /// closing again returns `Ok(false)`. Dropping the allocator closes it too, logging a
-    /// failure instead of returning it.
+    /// gap). A fetch under way gets up to `max_wait` to end; if it has not, nothing is
+    /// given back (`Ok(false)`: the unused values are a gap). Later calls fail with
+    /// [`Error::AllocatorClosed`]; closing again returns `Ok(false)`. Dropping the
+    /// allocator closes it too, logging a failure instead of returning it. In a forked
+    /// child it does nothing: the blocks are the parent's.
     pub fn close(&self) -> Result<bool, Error> {
         let shared = &*self.shared;
         if shared.birth.in_forked_child() {
@@ -585,8 +587,16 @@ impl Shared {
             }
             state = self.fetch(state);
             if state.last_error.is_some() && !state.exhausted {
-                not_before = Some(Instant::now() + retry);
-                retry = (retry * 2).min(MAX_RETRY);
+                if state.waiters == 0 {
+                    // Only a prefetch failed: nobody waits, so stop asking the store; the
+                    // first caller to run out asks again.
+                    self.wanted.store(false, Ordering::SeqCst);
+                    not_before = None;
+                    retry = FIRST_RETRY;
+                } else {
+                    not_before = Some(Instant::now() + retry);
+                    retry = (retry * 2).min(MAX_RETRY);
+                }
             } else {
                 not_before = None;
                 retry = FIRST_RETRY;
@@ -656,7 +666,9 @@ impl AllocatorBuilder {
         self
     }
 
-    /// The longest a call waits for the store when both blocks are used up (default 2 s).
+    /// The longest a call waits for the store when both blocks are used up (default 2 s),
+    /// and the longest `close` waits for a fetch under way. `Duration::MAX` waits for ever;
+    /// zero fails every call that finds both blocks used up, the first call included.
     pub fn max_wait(mut self, wait: Duration) -> Self {
         self.config.max_wait = wait;
         self

@@ -1,21 +1,23 @@
-//! The embedded block store: one directory on one host, two files per sequence.
+//! The embedded block store: one directory on one host, a directory per sequence.
 //!
-//! `<name>.next` holds the sequence's record (next value, a serial counting every change, the
-//! last block's size, a checksum), replaced atomically (written to a temporary file,
+//! `<name>/next` holds the sequence's record (next value, a serial counting every change,
+//! the last block's size, a checksum), replaced atomically (written to a temporary file,
 //! `fsync`ed, renamed over, and the directory `fsync`ed) before a grant is returned.
-//! `<name>.lock` is what processes lock (`flock`, exclusive) around a change, and it keeps a
-//! second copy of the record, written after the first: a sequence continues from the copy
-//! with the higher serial, so deleting either file loses nothing. `roster` lists every
-//! sequence the directory has known, so deleting both files of one is an error rather than
-//! a restart at 1. Deleting the directory restarts every sequence; the default directory is
-//! persistent and private for that reason (a temp dir is emptied at reboot).
+//! `<name>/` itself is what processes lock (`flock`, exclusive) around a change: a lock on
+//! the directory that holds the record cannot be sidestepped by deleting a lock file.
+//! `<name>/copy` keeps a second copy of the record, written after the first: a sequence
+//! continues from the copy with the higher serial, so deleting either file loses nothing.
+//! `roster` lists every sequence the directory has known, so deleting a sequence's files
+//! is an error rather than a restart at 1. Deleting the store's directory restarts every
+//! sequence; the default directory is persistent and private for that reason (a temp dir
+//! is emptied at reboot).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{BlockStore, Grant, MAX_VALUE, SequenceName, check_give_back, grant_from};
+use super::{BlockStore, Grant, MAX_VALUE, SequenceName, grant_from, has_values_to_give_back};
 use crate::error::Error;
 
 /// First line of every record this store writes.
@@ -24,12 +26,12 @@ const HEADER: &str = "idgen-blocks v2";
 /// The roster's file name (no sequence file has a name without a dot).
 const ROSTER: &str = "roster";
 
-/// How often a lock is taken again when its file was replaced under us before giving up.
+/// How often a lock is taken again when the directory was replaced under us before giving up.
 const LOCK_ATTEMPTS: u32 = 100;
 
-/// How long a grant waits for another holder of a sequence's lock before it fails (a
-/// stopped or stuck process must not hang every other one, nor their `close`).
-const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a grant waits by default for another holder of a sequence's lock before it
+/// fails (a stopped or stuck process must not hang every other one, nor their `close`).
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The store in [`default_blocks_dir`] is `$XDG_STATE_HOME/idgen/blocks`, then
 /// `/var/lib/idgen/blocks` for root, then `$HOME/.local/state/idgen/blocks`: persistent and
@@ -59,6 +61,9 @@ pub fn default_blocks_dir() -> Result<PathBuf, Error> {
 #[derive(Debug, Clone)]
 pub struct FileStore {
     dir: PathBuf,
+    lock_timeout: Duration,
+    /// Sequences this store has seen listed in the roster (so a grant reads it once).
+    enrolled: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<SequenceName>>>,
 }
 
 impl FileStore {
@@ -74,7 +79,18 @@ impl FileStore {
             }
             Err(_) => create_private_dir(&dir)?,
         }
-        Ok(FileStore { dir })
+        Ok(FileStore {
+            dir,
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            enrolled: Default::default(),
+        })
+    }
+
+    /// How long a grant waits for another process holding the sequence's lock (default
+    /// 10 s) before it fails with [`Error::BlockStore`].
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> FileStore {
+        self.lock_timeout = timeout;
+        self
     }
 
     /// The store in [`default_blocks_dir`].
@@ -87,16 +103,29 @@ impl FileStore {
         &self.dir
     }
 
-    fn record_path(&self, sequence: &SequenceName) -> PathBuf {
-        self.dir.join(format!("{sequence}.next"))
-    }
-
     /// Locks the sequence for this process (waiting for any other holder) and reads where it
     /// stands: the copy with the higher serial (on a tie, the higher next value), or a new
     /// sequence's start.
     fn lock(&self, sequence: &SequenceName) -> Result<Locked, Error> {
-        let path = self.dir.join(format!("{sequence}.lock"));
+        let dir = self.dir.join(sequence.as_str());
         for _ in 0..LOCK_ATTEMPTS {
+            if !dir.is_dir() {
+                create_private_dir(&dir)?;
+            }
+            let lock = File::open(&dir).map_err(|error| io_error(&dir, "open", &error))?;
+            lock_within(&lock, &dir, self.lock_timeout)?;
+            // Locked a directory that was moved or replaced while we waited: the path now
+            // names another, which others lock. Lock that one.
+            if !still_at_path(&lock, &dir)? {
+                continue;
+            }
+            let record_path = dir.join("next");
+            let in_record = match File::open(&record_path) {
+                Ok(mut file) => Some(read_record(&mut file, &record_path)?),
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+                Err(error) => return Err(io_error(&record_path, "open", &error)),
+            };
+            let copy_path = dir.join("copy");
             let mut options = OpenOptions::new();
             options.read(true).write(true).create(true).truncate(false);
             #[cfg(unix)]
@@ -104,31 +133,18 @@ impl FileStore {
                 use std::os::unix::fs::OpenOptionsExt;
                 options.mode(0o600);
             }
-            let mut file = options
-                .open(&path)
-                .map_err(|error| io_error(&path, "open", &error))?;
-            lock_within(&file, &path, LOCK_TIMEOUT)?;
-            // A lock on a file that was deleted or replaced while we waited excludes nobody
-            // who opens the path now: take the lock again on what the path names.
-            if !still_at_path(&file, &path)? {
-                continue;
-            }
-            let record_path = self.record_path(sequence);
-            let in_record = match File::open(&record_path) {
-                Ok(mut file) => read_record(&mut file, &record_path)?,
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
-                Err(error) => return Err(io_error(&record_path, "open", &error)),
-            };
-            // The lock file's copy is rewritten in place: a crash or a full disk can leave
-            // it torn. The record, replaced atomically and written first, then stands alone.
-            let in_lock = match read_record(&mut file, &path) {
+            let mut copy = options
+                .open(&copy_path)
+                .map_err(|error| io_error(&copy_path, "open", &error))?;
+            // The copy is rewritten in place: a crash or a full disk can leave it torn or
+            // empty. The record, replaced atomically and written first, then stands alone.
+            let in_copy = match read_copy(&mut copy, &copy_path) {
                 Ok(record) => record,
                 Err(_) if in_record.is_some() => None,
                 Err(error) => return Err(error),
             };
-            let record = match (in_lock, in_record) {
-                // The later change wins; two writers that both thought they held the lock
-                // (a lock file replaced under one) leave equal serials: the higher next.
+            let record = match (in_copy, in_record) {
+                // The later change wins; on a tie (a restored copy), the higher next value.
                 (Some(a), Some(b)) => Some(std::cmp::max_by_key(a, b, |r| (r.serial, r.next))),
                 (a, b) => a.or(b),
             };
@@ -137,8 +153,10 @@ impl FileStore {
                 None => (self.new_sequence(sequence)?, true),
             };
             return Ok(Locked {
-                file,
-                path,
+                _lock: lock,
+                dir,
+                copy,
+                copy_path,
                 record,
                 new,
             });
@@ -146,8 +164,8 @@ impl FileStore {
         Err(Error::BlockStore {
             reason: format!(
                 "{} was replaced {LOCK_ATTEMPTS} times while being locked; is something \
-                 deleting the store's files?",
-                path.display()
+                 moving the store's directories?",
+                dir.display()
             ),
         })
     }
@@ -184,30 +202,39 @@ impl FileStore {
         }
     }
 
-    /// Adds the sequence to the roster, once its record is durable (so that a failed first
-    /// grant leaves no name without files). One append of a short line, after a newline if
-    /// a crash cut the last one: whole even when several processes append at once.
+    /// Adds the sequence to the roster if it is not there, once its record is durable (so
+    /// that a failed first grant leaves no name without files; every grant checks, so a
+    /// crash between the two is made good by the next). One append of a short line, after
+    /// a newline if a crash cut the last one: whole even when several processes append.
     fn enrol(&self, sequence: &SequenceName) -> Result<(), Error> {
-        if self.roster_knows(sequence)? {
+        let mut enrolled = self
+            .enrolled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if enrolled.contains(sequence) {
             return Ok(());
         }
-        let roster = self.dir.join(ROSTER);
-        let cut = fs::read(&roster).is_ok_and(|text| text.last().is_some_and(|&b| b != b'\n'));
-        let line = if cut {
-            format!("\n{sequence}\n")
-        } else {
-            format!("{sequence}\n")
-        };
-        OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&roster)
-            .and_then(|mut file| {
-                file.write_all(line.as_bytes())?;
-                file.sync_all()
-            })
-            .map_err(|error| io_error(&roster, "write", &error))?;
-        sync_dir(&self.dir)
+        if !self.roster_knows(sequence)? {
+            let roster = self.dir.join(ROSTER);
+            let cut = fs::read(&roster).is_ok_and(|text| text.last().is_some_and(|&b| b != b'\n'));
+            let line = if cut {
+                format!("\n{sequence}\n")
+            } else {
+                format!("{sequence}\n")
+            };
+            OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&roster)
+                .and_then(|mut file| {
+                    file.write_all(line.as_bytes())?;
+                    file.sync_all()
+                })
+                .map_err(|error| io_error(&roster, "write", &error))?;
+            sync_dir(&self.dir)?;
+        }
+        enrolled.insert(sequence.clone());
+        Ok(())
     }
 
     /// Makes `record` the sequence's record, durably, in both copies.
@@ -218,8 +245,8 @@ impl FileStore {
         record: Record,
     ) -> Result<(), Error> {
         let text = record.text();
-        let path = self.record_path(sequence);
-        let staging = self.dir.join(format!("{sequence}.next.writing"));
+        let path = locked.dir.join("next");
+        let staging = locked.dir.join("next.writing");
         File::create(&staging)
             .and_then(|mut file| {
                 file.write_all(text.as_bytes())?;
@@ -227,40 +254,28 @@ impl FileStore {
             })
             .map_err(|error| io_error(&staging, "write", &error))?;
         fs::rename(&staging, &path).map_err(|error| io_error(&path, "replace", &error))?;
-        sync_dir(&self.dir)?;
+        sync_dir(&locked.dir)?;
         // The second copy, in place: fixed width, one write. The record above holds it
-        // already; a torn copy fails its checksum and the record's copy is used.
-        let file = &mut locked.file;
-        file.seek(SeekFrom::Start(0))
-            .and_then(|_| file.write_all(text.as_bytes()))
-            .and_then(|()| file.sync_all())
-            .map_err(|error| io_error(&locked.path, "write", &error))?;
+        // already; a torn copy fails its checksum and the record is used.
+        let copy = &mut locked.copy;
+        copy.seek(SeekFrom::Start(0))
+            .and_then(|_| copy.write_all(text.as_bytes()))
+            .and_then(|()| copy.sync_all())
+            .map_err(|error| io_error(&locked.copy_path, "write", &error))?;
         locked.record = record;
-        if locked.new {
-            self.enrol(sequence)?;
-            locked.new = false;
-        }
-        // Had the lock file been replaced since we locked it, another process could have
-        // locked the new one and read the record before our rename: our change is then
-        // not ours alone, and its values are not used (a gap, never a duplicate).
-        if !still_at_path(&locked.file, &locked.path)? {
-            return Err(Error::BlockStore {
-                reason: format!(
-                    "{} was replaced during a change; the change is dropped",
-                    locked.path.display()
-                ),
-            });
-        }
-        Ok(())
+        locked.new = false;
+        self.enrol(sequence)
     }
 }
 
-/// A sequence locked by this process; the lock goes with the file.
+/// A sequence locked by this process; the lock goes with the directory's handle.
 struct Locked {
-    file: File,
-    path: PathBuf,
+    _lock: File,
+    dir: PathBuf,
+    copy: File,
+    copy_path: PathBuf,
     record: Record,
-    /// No record existed: the roster learns the name once the first one is durable.
+    /// No record existed yet.
     new: bool,
 }
 
@@ -328,8 +343,7 @@ impl BlockStore for FileStore {
         grant: &Grant,
         unused_from: u64,
     ) -> Result<bool, Error> {
-        check_give_back(grant, unused_from)?;
-        if unused_from == grant.end {
+        if !has_values_to_give_back(grant, unused_from)? {
             return Ok(false);
         }
         let mut locked = self.lock(sequence)?;
@@ -361,9 +375,8 @@ fn lock_within(file: &File, path: &Path, timeout: Duration) -> Result<(), Error>
             Err(std::fs::TryLockError::WouldBlock) => {
                 return Err(Error::BlockStore {
                     reason: format!(
-                        "{} has been locked by another process for more than {} s",
-                        path.display(),
-                        timeout.as_secs()
+                        "{} has been locked by another process for more than {timeout:?}",
+                        path.display()
                     ),
                 });
             }
@@ -396,24 +409,32 @@ fn still_at_path(file: &File, path: &Path) -> Result<bool, Error> {
     }
 }
 
-/// The record a file holds; `None` for an empty file (a lock file never written).
-fn read_record(file: &mut File, path: &Path) -> Result<Option<Record>, Error> {
+/// The copy a `copy` file holds; `None` for an empty one (created, never written).
+fn read_copy(file: &mut File, path: &Path) -> Result<Option<Record>, Error> {
+    let len = file
+        .metadata()
+        .map_err(|error| io_error(path, "inspect", &error))?
+        .len();
+    if len == 0 {
+        return Ok(None);
+    }
+    read_record(file, path).map(Some)
+}
+
+/// The record a file holds. A record is never empty (it is written whole, then renamed
+/// into place): an empty one is damage like any other.
+fn read_record(file: &mut File, path: &Path) -> Result<Record, Error> {
     let mut text = String::new();
     file.seek(SeekFrom::Start(0))
         .and_then(|_| file.read_to_string(&mut text))
         .map_err(|error| io_error(path, "read", &error))?;
-    if text.is_empty() {
-        return Ok(None);
-    }
-    Record::parse(&text)
-        .map(Some)
-        .ok_or_else(|| Error::BlockStore {
-            reason: format!(
-                "{} is not a block record written by idgen (or it is damaged); refusing to guess \
+    Record::parse(&text).ok_or_else(|| Error::BlockStore {
+        reason: format!(
+            "{} is not a block record written by idgen (or it is damaged); refusing to guess \
              where the sequence stands",
-                path.display()
-            ),
-        })
+            path.display()
+        ),
+    })
 }
 
 /// Creates `dir` (and its parents) private, and makes the new entries durable.
@@ -502,7 +523,7 @@ mod tests {
             serial: 10,
             size: 1,
         };
-        fs::write(dir.join("orders.next"), record.text()).unwrap();
+        fs::write(dir.join("orders/next"), record.text()).unwrap();
         let last = store.grant(&orders, 1_000).unwrap();
         assert_eq!((last.first, last.end), (near_end, MAX_VALUE + 1));
         assert_eq!(
@@ -515,50 +536,44 @@ mod tests {
     }
 
     #[test]
-    fn a_lock_file_replaced_during_a_change_drops_that_change() {
-        // A holds the lock and is about to write; the lock file is replaced; B locks the
-        // new file and grants from the record A has not replaced yet. A's change must not
-        // count: its values are a gap, B's are B's alone.
-        let dir = temp_dir("replaced-mid-change");
-        let store = FileStore::open(&dir).unwrap();
+    fn a_grant_waits_for_the_sequence_lock_at_most_the_lock_timeout() {
+        let dir = temp_dir("lock-timeout");
+        let store = FileStore::open(&dir)
+            .unwrap()
+            .with_lock_timeout(Duration::from_millis(100));
         let orders = SequenceName::new("orders").unwrap();
         store.grant(&orders, 10).unwrap();
-        let mut held = store.lock(&orders).unwrap();
-        let lock_path = dir.join("orders.lock");
-        fs::copy(&lock_path, dir.join("copy")).unwrap();
-        fs::rename(dir.join("copy"), &lock_path).unwrap();
-        let theirs = store.grant(&orders, 10).unwrap();
-        let mine = Record {
-            next: held.record.next + 5,
-            serial: held.record.serial + 1,
-            size: 5,
-        };
-        assert!(matches!(
-            store.store(&orders, &mut held, mine),
-            Err(Error::BlockStore { .. })
-        ));
+        let held = File::open(dir.join("orders")).unwrap();
+        held.lock().unwrap();
+        let started = Instant::now();
+        match store.grant(&orders, 10) {
+            Err(Error::BlockStore { reason }) => assert!(reason.contains("locked"), "{reason}"),
+            other => panic!("expected a lock timeout, got {other:?}"),
+        }
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(100) && waited < Duration::from_secs(2));
         drop(held);
-        // Both copies now say serial 3; the higher next wins, so nothing of B's comes again.
-        let after = store.grant(&orders, 1).unwrap();
-        assert!(after.first >= theirs.end, "{after:?} after {theirs:?}");
+        assert_eq!(store.grant(&orders, 10).unwrap().first, 11);
         fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
-    fn a_torn_lock_copy_gives_way_to_the_record() {
-        let dir = temp_dir("torn-lock");
+    fn a_torn_copy_gives_way_to_the_record_and_an_empty_record_is_damage() {
+        let dir = temp_dir("torn-copy");
         let store = FileStore::open(&dir).unwrap();
         let orders = SequenceName::new("orders").unwrap();
         let first = store.grant(&orders, 10).unwrap();
-        let text = fs::read(dir.join("orders.lock")).unwrap();
-        fs::write(dir.join("orders.lock"), &text[..text.len() / 2]).unwrap();
+        let text = fs::read(dir.join("orders/copy")).unwrap();
+        fs::write(dir.join("orders/copy"), &text[..text.len() / 2]).unwrap();
         assert_eq!(store.grant(&orders, 10).unwrap().first, first.end);
-        // A damaged record is refused, whatever the lock file says.
-        fs::write(dir.join("orders.next"), b"idgen-blocks v2\nnext=1\n").unwrap();
-        assert!(matches!(
-            store.grant(&orders, 10),
-            Err(Error::BlockStore { .. })
-        ));
+        // A damaged record is refused, whatever the copy says; so is an empty one.
+        for damage in [&b"idgen-blocks v2\nnext=1\n"[..], b""] {
+            fs::write(dir.join("orders/next"), damage).unwrap();
+            assert!(matches!(
+                store.grant(&orders, 10),
+                Err(Error::BlockStore { .. })
+            ));
+        }
         fs::remove_dir_all(&dir).ok();
     }
 
@@ -568,15 +583,35 @@ mod tests {
         let store = FileStore::open(&dir).unwrap();
         let orders = SequenceName::new("orders").unwrap();
         // The staging path is a directory: the first write fails.
-        fs::create_dir(dir.join("orders.next.writing")).unwrap();
+        fs::create_dir_all(dir.join("orders/next.writing")).unwrap();
         assert!(store.grant(&orders, 10).is_err());
-        fs::remove_dir(dir.join("orders.next.writing")).unwrap();
-        let _ = fs::remove_file(dir.join("orders.lock"));
+        fs::remove_dir(dir.join("orders/next.writing")).unwrap();
         assert_eq!(store.grant(&orders, 10).unwrap().first, 1);
-        // Known now: both files gone is an error.
-        fs::remove_file(dir.join("orders.lock")).unwrap();
-        fs::remove_file(dir.join("orders.next")).unwrap();
+        // Known now: the sequence's directory gone is an error.
+        fs::remove_dir_all(dir.join("orders")).unwrap();
         assert!(store.grant(&orders, 10).is_err());
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_name_the_roster_missed_is_added_by_the_next_grant() {
+        // A crash between a first record and its roster line leaves the sequence with
+        // files but off the roster: the next grant, in any process, puts it on.
+        let dir = temp_dir("roster-missed");
+        let orders = SequenceName::new("orders").unwrap();
+        FileStore::open(&dir).unwrap().grant(&orders, 10).unwrap();
+        fs::write(dir.join(ROSTER), "").unwrap();
+        assert_eq!(
+            FileStore::open(&dir)
+                .unwrap()
+                .grant(&orders, 10)
+                .unwrap()
+                .first,
+            11
+        );
+        assert_eq!(fs::read_to_string(dir.join(ROSTER)).unwrap(), "orders\n");
+        fs::remove_dir_all(dir.join("orders")).unwrap();
+        assert!(FileStore::open(&dir).unwrap().grant(&orders, 10).is_err());
         fs::remove_dir_all(&dir).ok();
     }
 
@@ -607,9 +642,9 @@ mod tests {
         let store = FileStore::open(&dir).unwrap();
         let orders = SequenceName::new("orders").unwrap();
         let grant = store.grant(&orders, 100).unwrap();
-        let older = fs::read(dir.join("orders.lock")).unwrap();
+        let older = fs::read(dir.join("orders/copy")).unwrap();
         assert!(store.give_back(&orders, &grant, 41).unwrap());
-        fs::write(dir.join("orders.lock"), older).unwrap();
+        fs::write(dir.join("orders/copy"), older).unwrap();
         assert_eq!(store.grant(&orders, 1).unwrap().first, 41);
         fs::remove_dir_all(&dir).ok();
     }

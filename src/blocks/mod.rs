@@ -23,7 +23,7 @@ pub use allocator::{
     AllocatorBuilder, AllocatorStats, BlockAllocator, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_BLOCK_SIZE,
     DEFAULT_MAX_WAIT, DEFAULT_MIN_BLOCK_SIZE, DEFAULT_REFILL_AT, DEFAULT_TARGET_BLOCK_LIFETIME,
 };
-pub use file::{FileStore, default_blocks_dir};
+pub use file::{DEFAULT_LOCK_TIMEOUT, FileStore, default_blocks_dir};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresStore, TABLE};
 
@@ -182,8 +182,9 @@ fn grant_from(sequence: &SequenceName, next: u64, size: u64, serial: u64) -> Res
     })
 }
 
-/// Refuses a give-back that cannot describe values of a sequence.
-fn check_give_back(grant: &Grant, unused_from: u64) -> Result<(), Error> {
+/// Whether a give-back has values to give (`false`: `unused_from` is the grant's end);
+/// refuses one that cannot describe values of a sequence.
+fn has_values_to_give_back(grant: &Grant, unused_from: u64) -> Result<bool, Error> {
     if grant.first == 0 || grant.first > grant.end || grant.end > MAX_VALUE + 1 {
         return Err(Error::BlockStore {
             reason: format!(
@@ -200,7 +201,7 @@ fn check_give_back(grant: &Grant, unused_from: u64) -> Result<(), Error> {
             ),
         });
     }
-    Ok(())
+    Ok(unused_from < grant.end)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::{BlockStore, Grant, MAX_VALUE, SequenceName, check_give_back};
+use super::{BlockStore, Grant, MAX_VALUE, SequenceName, has_values_to_give_back};
 use crate::error::Error;
 
 /// The table, created if absent.
@@ -101,8 +101,16 @@ impl PostgresStore {
                 };
                 // Ends when the store (the only sender) is dropped; the client goes with it.
                 for (job, abandoned) in queue {
-                    if !abandoned.load(Ordering::SeqCst) {
-                        job(&mut connection);
+                    if abandoned.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    // A panic must not take the store down for good: its caller sees no
+                    // answer (an error), and the next job starts on a new connection.
+                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        job(&mut connection)
+                    }));
+                    if ran.is_err() {
+                        connection.client = None;
                     }
                 }
             })
@@ -137,6 +145,7 @@ impl PostgresStore {
                 reason: "the PostgreSQL connection thread has stopped".into(),
             })?;
         answered.recv_timeout(ANSWER_WITHIN).map_err(|_| {
+            // Timed out, or the job panicked and dropped its answer.
             abandoned.store(true, Ordering::SeqCst);
             Error::BlockStore {
                 reason: format!(
@@ -235,8 +244,7 @@ impl BlockStore for PostgresStore {
         grant: &Grant,
         unused_from: u64,
     ) -> Result<bool, Error> {
-        check_give_back(grant, unused_from)?;
-        if unused_from == grant.end {
+        if !has_values_to_give_back(grant, unused_from)? {
             return Ok(false);
         }
         let name = sequence.to_string();
