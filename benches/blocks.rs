@@ -138,6 +138,30 @@ fn round_trips(json: &mut Json) {
     json.number("round_trips_adaptive", adapted as f64);
 }
 
+/// Rows in each key-locality table, and rows per insert.
+#[cfg(feature = "postgres")]
+const ROWS: usize = 1_000_000;
+#[cfg(feature = "postgres")]
+const BATCH: usize = 1_000;
+
+/// Inserts batch `batch` of `keys` into `idgen_locality_{table}`: the keys go as one
+/// array of `array` and become `key` (a cast, for UUIDs sent as text).
+#[cfg(feature = "postgres")]
+fn inserter<T: postgres::types::ToSql + Sync>(
+    table: &'static str,
+    keys: Vec<T>,
+    key: &'static str,
+    array: &'static str,
+) -> impl FnMut(&mut postgres::Client, usize) {
+    let statement = format!(
+        "INSERT INTO idgen_locality_{table} (k, v) SELECT {key}, 1 FROM unnest($1::{array}[]) AS k"
+    );
+    move |client, batch| {
+        let slice = &keys[batch * BATCH..(batch + 1) * BATCH];
+        client.execute(&statement, &[&slice]).unwrap();
+    }
+}
+
 #[cfg(feature = "postgres")]
 fn postgres(json: &mut Json, url: &str) {
     use idgen::blocks::PostgresStore;
@@ -175,8 +199,6 @@ fn postgres(json: &mut Json, url: &str) {
     json.number("pg_adaptive_round_trips", trips as f64);
 
     // 4. Key locality.
-    const ROWS: usize = 1_000_000;
-    const BATCH: usize = 1_000;
     let snowflake = idgen::Generator::builder().worker(1).build().unwrap();
     let snowflakes: Vec<i64> = (0..ROWS)
         .map(|_| snowflake.next_id().unwrap().as_i64())
@@ -221,44 +243,26 @@ fn postgres(json: &mut Json, url: &str) {
                 .batch_execute(&format!("DROP TABLE {table}"))
                 .unwrap();
         };
-    let insert_bigint = |table: &'static str, keys: Vec<i64>| {
-        move |client: &mut postgres::Client, batch: usize| {
-            let slice = &keys[batch * BATCH..(batch + 1) * BATCH];
-            client
-                .execute(
-                    &format!(
-                        "INSERT INTO idgen_locality_{table} (k, v) SELECT k, 1 FROM unnest($1::bigint[]) AS k"
-                    ),
-                    &[&slice],
-                )
-                .unwrap();
-        }
-    };
-    let insert_uuid = |table: &'static str, keys: Vec<String>| {
-        move |client: &mut postgres::Client, batch: usize| {
-            let slice = &keys[batch * BATCH..(batch + 1) * BATCH];
-            client
-                .execute(
-                    &format!(
-                        "INSERT INTO idgen_locality_{table} (k, v) SELECT k::uuid, 1 FROM unnest($1::text[]) AS k"
-                    ),
-                    &[&slice],
-                )
-                .unwrap();
-        }
-    };
     locality(
         "snowflake",
         "bigint",
-        &mut insert_bigint("snowflake", snowflakes),
+        &mut inserter("snowflake", snowflakes, "k", "bigint"),
     );
     locality(
         "blocks",
         "bigint",
-        &mut insert_bigint("blocks", block_values),
+        &mut inserter("blocks", block_values, "k", "bigint"),
     );
-    locality("uuidv7", "uuid", &mut insert_uuid("uuidv7", v7));
-    locality("uuidv4", "uuid", &mut insert_uuid("uuidv4", v4));
+    locality(
+        "uuidv7",
+        "uuid",
+        &mut inserter("uuidv7", v7, "k::uuid", "text"),
+    );
+    locality(
+        "uuidv4",
+        "uuid",
+        &mut inserter("uuidv4", v4, "k::uuid", "text"),
+    );
 }
 
 fn main() {

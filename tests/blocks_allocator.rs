@@ -12,6 +12,16 @@ use blocks::{MemoryStore, assert_increasing, assert_unique, temp_path, wait_for}
 use idgen::blocks::{BlockAllocator, FileStore, MAX_VALUE};
 use idgen::{Error, ManualClock};
 
+/// An allocator of "orders" on `store`, configured by `configure`.
+fn built(
+    store: impl idgen::blocks::BlockStore + 'static,
+    configure: impl FnOnce(idgen::blocks::AllocatorBuilder) -> idgen::blocks::AllocatorBuilder,
+) -> BlockAllocator {
+    configure(BlockAllocator::builder(store, "orders").unwrap())
+        .build()
+        .unwrap()
+}
+
 fn allocator(store: &MemoryStore, size: u64) -> BlockAllocator {
     BlockAllocator::builder(store.clone(), "orders")
         .unwrap()
@@ -91,12 +101,7 @@ fn allocators_in_separate_threads_on_one_file_store_never_share_a_value() {
 #[test]
 fn the_next_block_is_fetched_when_the_refill_share_is_used() {
     let store = MemoryStore::new();
-    let alloc = BlockAllocator::builder(store.clone(), "orders")
-        .unwrap()
-        .fixed_block_size(100)
-        .refill_at(0.25)
-        .build()
-        .unwrap();
+    let alloc = built(store.clone(), |b| b.fixed_block_size(100).refill_at(0.25));
     for _ in 0..25 {
         alloc.next().unwrap();
     }
@@ -116,12 +121,9 @@ fn the_next_block_is_fetched_when_the_refill_share_is_used() {
 #[test]
 fn with_the_store_away_a_call_waits_at_most_the_configured_time_then_fails_typed() {
     let store = MemoryStore::new();
-    let alloc = BlockAllocator::builder(store.clone(), "orders")
-        .unwrap()
-        .fixed_block_size(10)
-        .max_wait(Duration::from_millis(200))
-        .build()
-        .unwrap();
+    let alloc = built(store.clone(), |b| {
+        b.fixed_block_size(10).max_wait(Duration::from_millis(200))
+    });
     assert_eq!(alloc.next().unwrap(), 1);
     store.fail(true);
     // The rest of this block, then the wait: the prefetch failed.
@@ -158,12 +160,9 @@ fn with_the_store_away_a_call_waits_at_most_the_configured_time_then_fails_typed
 #[test]
 fn a_hanging_store_is_a_timeout_not_a_hang() {
     let store = MemoryStore::new();
-    let alloc = BlockAllocator::builder(store.clone(), "orders")
-        .unwrap()
-        .fixed_block_size(5)
-        .max_wait(Duration::from_millis(100))
-        .build()
-        .unwrap();
+    let alloc = built(store.clone(), |b| {
+        b.fixed_block_size(5).max_wait(Duration::from_millis(100))
+    });
     store.hang(true);
     let started = Instant::now();
     assert!(matches!(alloc.next(), Err(Error::BlocksUnavailable { .. })));
@@ -176,14 +175,12 @@ fn a_hanging_store_is_a_timeout_not_a_hang() {
 fn the_block_size_doubles_when_blocks_go_fast_and_halves_when_they_go_slowly() {
     let store = MemoryStore::new();
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let alloc = BlockAllocator::builder(store.clone(), "orders")
-        .unwrap()
-        .block_size(100)
-        .block_size_bounds(25, 800)
-        .target_block_lifetime(Duration::from_secs(60))
-        .clock(Arc::clone(&clock))
-        .build()
-        .unwrap();
+    let alloc = built(store.clone(), |b| {
+        b.block_size(100)
+            .block_size_bounds(25, 800)
+            .target_block_lifetime(Duration::from_secs(60))
+            .clock(Arc::clone(&clock))
+    });
     // Fast: every block used up in 1 s.
     let mut handed = 0u64;
     while alloc.stats().block_size < 800 {
@@ -358,12 +355,9 @@ impl idgen::blocks::BlockStore for PanicsOnce {
 #[test]
 fn a_store_that_panics_is_an_error_and_the_allocator_recovers() {
     let store = PanicsOnce(MemoryStore::new(), Default::default());
-    let alloc = BlockAllocator::builder(store, "orders")
-        .unwrap()
-        .fixed_block_size(10)
-        .max_wait(Duration::from_secs(5))
-        .build()
-        .unwrap();
+    let alloc = built(store, |b| {
+        b.fixed_block_size(10).max_wait(Duration::from_secs(5))
+    });
     // The first fetch panics; the retry (10 ms later) succeeds within the wait.
     assert_eq!(alloc.next().unwrap(), 1);
     assert_eq!(alloc.stats().failed_round_trips, 1);
@@ -375,12 +369,9 @@ fn a_store_that_panics_is_an_error_and_the_allocator_recovers() {
 #[test]
 fn close_and_drop_give_up_on_a_hanging_store_after_max_wait() {
     let store = MemoryStore::new();
-    let alloc = BlockAllocator::builder(store.clone(), "orders")
-        .unwrap()
-        .fixed_block_size(10)
-        .max_wait(Duration::from_millis(200))
-        .build()
-        .unwrap();
+    let alloc = built(store.clone(), |b| {
+        b.fixed_block_size(10).max_wait(Duration::from_millis(200))
+    });
     alloc.next().unwrap();
     store.hang(true);
     alloc.next().unwrap(); // the refill point: a fetch starts, and hangs
@@ -396,11 +387,7 @@ fn close_and_drop_give_up_on_a_hanging_store_after_max_wait() {
 #[test]
 fn a_wait_of_duration_max_means_no_deadline() {
     let store = MemoryStore::new();
-    let alloc = BlockAllocator::builder(store.clone(), "orders")
-        .unwrap()
-        .max_wait(Duration::MAX)
-        .build()
-        .unwrap();
+    let alloc = built(store.clone(), |b| b.max_wait(Duration::MAX));
     store.hang(true);
     let release = {
         let store = store.clone();
@@ -421,14 +408,12 @@ fn tiny_blocks_refilled_at_once_never_leave_a_caller_without_a_wake_up() {
     // hand-over (poll, park, wake) runs hundreds of thousands of times against 4 threads.
     // A lost wake-up would surface as BlocksUnavailable after the wait.
     let store = MemoryStore::new();
-    let alloc = BlockAllocator::builder(store, "orders")
-        .unwrap()
-        .block_size(2)
-        .block_size_bounds(1, 3)
-        .refill_at(0.0)
-        .max_wait(Duration::from_secs(5))
-        .build()
-        .unwrap();
+    let alloc = built(store, |b| {
+        b.block_size(2)
+            .block_size_bounds(1, 3)
+            .refill_at(0.0)
+            .max_wait(Duration::from_secs(5))
+    });
     let runs: Vec<Vec<u64>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..4)
             .map(|_| scope.spawn(|| (0..50_000).map(|_| alloc.next().unwrap()).collect()))
@@ -507,11 +492,7 @@ impl idgen::blocks::BlockStore for Nonsense {
 
 #[test]
 fn a_grant_that_is_not_a_block_of_values_is_a_store_error() {
-    let alloc = BlockAllocator::builder(Nonsense, "orders")
-        .unwrap()
-        .max_wait(Duration::from_millis(50))
-        .build()
-        .unwrap();
+    let alloc = built(Nonsense, |b| b.max_wait(Duration::from_millis(50)));
     match alloc.next() {
         Err(Error::BlocksUnavailable { reason, .. }) => {
             assert!(reason.contains("not a block"), "{reason}")
