@@ -277,38 +277,40 @@ fn a_used_up_ulid_counter_waits_for_the_next_millisecond() {
 }
 
 /// Two generators on one clock, taking turns inside the same milliseconds, 10 million IDs
-/// in all: their counters overlap, so only the random bits keep them apart, and they do.
+/// or more: their counters overlap, so only the random bits keep them apart, and they do.
+/// (Each millisecond, the two runs of 50,000 from random seeds below 2^21 overlap with a
+/// chance of about 5%: the test goes on past 10 million until they have, so that it never
+/// passes vacuously; 40 million without an overlap is a failure, with odds of about 1e-9.)
 fn two_generators_in_the_same_milliseconds<T: Kind>() {
     const TOTAL: usize = 10_000_000;
+    const CAP: usize = 40_000_000;
     const PER_TURN: usize = 50_000;
     let clock = ManualClock::new(T0);
     let (a, b) = (generator::<T>(&clock), generator::<T>(&clock));
-    let mut all: Vec<T> = std::iter::repeat_n(T::zero(), TOTAL).collect();
-    for (turn, chunk) in all.chunks_mut(PER_TURN).enumerate() {
-        let generator = if turn % 2 == 0 { &a } else { &b };
-        T::fill(generator, chunk).unwrap();
-        // Each millisecond: one turn of each generator.
-        if turn % 2 == 1 {
-            clock.advance(1);
-        }
+    let mut bits: Vec<u128> = Vec::with_capacity(TOTAL + 2 * PER_TURN);
+    let mut shared = 0;
+    let mut turn = vec![T::zero(); PER_TURN];
+    while bits.len() < TOTAL || shared == 0 {
+        assert!(
+            bits.len() < CAP,
+            "no (millisecond, counter) in common in {CAP} IDs"
+        );
+        // One millisecond: a turn of each generator.
+        T::fill(&a, &mut turn).unwrap();
+        let a_keys: std::collections::HashSet<(u64, u64)> =
+            turn.iter().map(|id| (id.unix_ms(), id.counter())).collect();
+        bits.extend(turn.iter().map(|id| id.bits()));
+        T::fill(&b, &mut turn).unwrap();
+        shared += turn
+            .iter()
+            .filter(|id| a_keys.contains(&(id.unix_ms(), id.counter())))
+            .count();
+        bits.extend(turn.iter().map(|id| id.bits()));
+        clock.advance(1);
     }
-    let mut bits: Vec<u128> = all.iter().map(|id| id.bits()).collect();
     bits.sort_unstable();
     let collisions = bits.windows(2).filter(|w| w[0] == w[1]).count();
     assert_eq!(collisions, 0);
-    // The counters did overlap: the test is not vacuous.
-    let (mut a_keys, mut shared) = (std::collections::HashSet::new(), 0);
-    for (turn, chunk) in all.chunks(PER_TURN).enumerate() {
-        for id in chunk {
-            let key = (id.unix_ms(), id.counter());
-            if turn % 2 == 0 {
-                a_keys.insert(key);
-            } else if a_keys.contains(&key) {
-                shared += 1;
-            }
-        }
-    }
-    assert!(shared > 0, "no (millisecond, counter) in common");
 }
 
 #[test]
