@@ -1,7 +1,7 @@
 //! [`PostgresStore`]: blocks from one PostgreSQL table, for every process of a fleet.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
