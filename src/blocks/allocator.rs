@@ -1,7 +1,6 @@
 //! [`BlockAllocator`]: one sequence served from blocks, lock-free between block switches.
 
 use std::fmt;
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -11,6 +10,7 @@ use super::{BlockStore, Grant, SequenceName};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::random::BirthMark;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
 /// The default size of the first block.
 pub const DEFAULT_BLOCK_SIZE: u64 = 1_000;

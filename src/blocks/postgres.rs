@@ -1,13 +1,13 @@
 //! [`PostgresStore`]: blocks from one PostgreSQL table, for every process of a fleet.
 
 use std::fmt;
-use crate::sync::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::{BlockStore, Grant, MAX_VALUE, SequenceName, has_values_to_give_back};
 use crate::error::Error;
+use crate::sync::{AtomicBool, Ordering};
 
 /// The table, created if absent.
 pub const TABLE: &str = "idgen_sequences";
