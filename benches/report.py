@@ -22,6 +22,7 @@ COMMAND = (
     "--warm-up-time 1 --measurement-time 3 && cargo bench --bench peers && "
     "cargo bench -p idgen-bench-uuid-fast-rng && cargo bench --bench sustained && "
     "IDGEN_POSTGRES_URL=... cargo bench --bench blocks --features postgres && "
+    "cargo bench --bench opaque -- --warm-up-time 1 --measurement-time 3 && "
     "python3 benches/report.py"
 )
 PEERS = ["ferroid", "snowflake_me", "snowflaked", "rs-snowflake", "sonyflake", "idgenerator",
@@ -174,6 +175,7 @@ def main():
 
     lines += peer_sections(targets)
     lines += blocks_section(targets)
+    lines += opaque_section(targets)
 
     lines += ["## Targets", "", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {name} | {value} | {verdict(ok)} |" for name, value, ok in targets]
@@ -397,6 +399,32 @@ def blocks_section(targets):
         lines.append(f"| {label} | {b[f'locality_{kind}_s']:.2f} | "
                      f"{b[f'locality_{kind}_index_bytes'] / 1e6:.1f} | "
                      f"{b[f'locality_{kind}_table_bytes'] / 1e6:.1f} |")
+    lines.append("")
+    return lines
+
+
+def opaque_section(targets):
+    """Opaque IDs (benches/opaque.rs): encode and decode per ID, alone and in batches."""
+    text = estimate("opaque", "decimal_text", 1)
+    lines = [
+        "## Opaque IDs: encode and decode per ID",
+        "",
+        "`benches/opaque.rs`: Speck64/128 cycle-walked into 63 bits (two cipher calls per ID",
+        "on average). One at a time: `Codec::encode` / `Codec::decode`, cycling through 1,000",
+        "consecutive IDs; batch: `encode_all` / `decode_all` over those 1,000 (four walks side",
+        "by side). Beside them, in the same run, writing an ID as decimal text "
+        f"({fmt(text)} ns), which every response does anyway.",
+        "",
+        "| way | encode ns per ID | decode ns per ID | encode / decimal text |",
+        "|---|---|---|---|",
+    ]
+    for n, label in ((1, "one at a time"), (1000, "batch of 1,000")):
+        enc = None if (t := estimate("opaque", "encode", n)) is None else t / n
+        dec = None if (t := estimate("opaque", "decode", n)) is None else t / n
+        lines.append(f"| {label} | {fmt(enc)} | {fmt(dec)} | {fmt_ratio(ratio(enc, text))} |")
+        for name, ns in (("encode", enc), ("decode", dec)):
+            targets.append((f"opaque {name}, {label}: at most 50 ns per ID", fmt(ns),
+                            None if ns is None else ns <= 50))
     lines.append("")
     return lines
 

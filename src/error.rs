@@ -188,6 +188,26 @@ pub enum Error {
         /// The sequence.
         sequence: String,
     },
+    /// An opaque-ID key (or key set) is not usable.
+    #[error("opaque ID key: {reason}")]
+    OpaqueKey {
+        /// What is wrong.
+        reason: String,
+    },
+    /// An opaque ID names a key the codec does not hold.
+    #[error("opaque ID made with key {key_id}, which this codec does not hold")]
+    UnknownOpaqueKey {
+        /// The key number in the opaque ID.
+        key_id: u32,
+    },
+    /// Text that is not an opaque ID.
+    #[error("{text:?} is not an opaque ID: {reason}")]
+    OpaqueText {
+        /// The text (at most 64 characters of it).
+        text: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A block allocator's settings do not make sense.
     #[error("invalid block allocator settings: {reason}")]
     BlockConfig {

@@ -129,6 +129,14 @@
 //! interleave block by block across processes; a clean close leaves no gap, a crash at
 //! most two blocks. See [`design::blocks`], and [`design::choosing`] for which kind fits.
 //!
+//! # Opaque public IDs
+//!
+//! An ID shows when and where it was made and, through its sequence, roughly how many were
+//! made. [`opaque::Codec`] encrypts it into an [`opaque::OpaqueId`] (Speck64/128 under a
+//! secret 128-bit key, kept inside 63 bits, written `o1_` and 11 characters of base62) that
+//! shows none of that and that only a key holder turns back into the ID. See
+//! [`design::opaque`].
+//!
 //! # Caveats
 //!
 //! - [`MonotonicClock`] only ever corrects forward. If its source runs fast against the
@@ -171,6 +179,8 @@ mod id;
 mod layout;
 #[cfg(not(idgen_loom))]
 pub mod lease;
+#[cfg(not(idgen_loom))]
+pub mod opaque;
 mod random;
 mod recent_clock;
 #[cfg(not(idgen_loom))]
@@ -218,6 +228,8 @@ pub mod design {
     pub mod blocks {}
     #[doc = include_str!("../docs/choosing.md")]
     pub mod choosing {}
+    #[doc = include_str!("../docs/opaque.md")]
+    pub mod opaque {}
 }
 
 /// The README's examples run as doc tests, so the README cannot drift from the code.

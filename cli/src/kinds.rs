@@ -3,6 +3,7 @@
 //! worker number), and recognising any of the three in text.
 
 use clap::ValueEnum;
+use idgen::opaque::{Codec, OpaqueId};
 use idgen::{Error, Layout, Ulid, UlidGenerator, Uuid7, Uuid7Generator};
 use serde_json::{Value, json};
 
@@ -86,9 +87,22 @@ pub fn as_text<T: ToString>(ids: Vec<T>) -> Vec<String> {
     ids.iter().map(ToString::to_string).collect()
 }
 
-/// The parts of an ID of any kind, told apart by their text: 36 characters are a UUID, 26 a
-/// ULID, anything else a Snowflake ID read with `layout`.
-pub fn decode_any(layout: &Layout, text: &str) -> Result<Value, String> {
+/// Where an opaque ID can be decoded, for [`decode_any`]: a codec, or the reason there is
+/// none (what to do instead).
+pub type OpaqueKeys<'a> = Result<&'a Codec, &'a str>;
+
+/// The parts of an ID of any kind, told apart by their text: `o` and a digit start an
+/// opaque ID (decoded with `opaque`, then shown as the Snowflake ID behind it), 36
+/// characters are a UUID, 26 a ULID, anything else a Snowflake ID read with `layout`.
+pub fn decode_any(layout: &Layout, opaque: OpaqueKeys<'_>, text: &str) -> Result<Value, String> {
+    if OpaqueId::looks_like(text) {
+        let codec = opaque.map_err(|why| format!("{:?} is an opaque ID, {why}", shown(text)))?;
+        let id = crate::opaque::decode_text(codec, text)?;
+        let mut decoded = decoded_json(layout, id);
+        decoded["kind"] = json!(Kind::Snowflake.name());
+        decoded["opaque"] = json!(text);
+        return Ok(decoded);
+    }
     match text.len() {
         36 => {
             let uuid: Uuid7 = parse_as(text, "UUIDv7")?;

@@ -6,6 +6,7 @@ mod generators;
 mod kinds;
 mod layout_args;
 mod lease_args;
+mod opaque;
 mod sequences;
 mod serve;
 mod time;
@@ -47,6 +48,9 @@ enum Command {
     /// Dense values of named sequences (order numbers, invoice numbers) from the block
     /// store: `idgen seq next orders -n 10`.
     Seq(sequences::SeqArgs),
+    /// Opaque public IDs: Snowflake IDs encrypted with a secret key, so they show no time,
+    /// node or volume: `idgen opaque encode --key-file FILE ID...`, and `decode` back.
+    Opaque(opaque::OpaqueArgs),
 }
 
 #[derive(Args)]
@@ -94,7 +98,7 @@ enum Format {
 #[derive(Args)]
 struct DecodeArgs {
     /// IDs: Snowflake IDs in canonical decimal or 13-character base32, UUIDv7s (36
-    /// characters) or ULIDs (26).
+    /// characters) or ULIDs (26). Opaque IDs are decoded by `idgen opaque decode`.
     #[arg(required = true)]
     ids: Vec<String>,
     /// One JSON object per ID, one per line.
@@ -126,6 +130,7 @@ fn main() -> ExitCode {
         }) => args.run(),
         Command::Leases(LeasesArgs { list, .. }) => list.run(),
         Command::Seq(args) => args.run(),
+        Command::Opaque(args) => args.run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -211,6 +216,11 @@ fn write_ids(ids: &[String], format: Format) -> Result<(), Failure> {
         .map_err(|error| Failure::runtime(format!("writing the IDs: {error}")))
 }
 
+/// One line each.
+pub fn write_lines(lines: &[String]) -> Result<(), Failure> {
+    write_ids(lines, Format::Decimal)
+}
+
 /// Parses an ID in either text form: canonical decimal, or 13 characters of base32.
 pub fn parse_id(text: &str) -> Result<Id, String> {
     match text.parse::<Id>() {
@@ -243,7 +253,8 @@ fn decode(args: DecodeArgs) -> Result<(), Failure> {
     let layout = args.layout.layout()?;
     let mut bad = Vec::new();
     for text in &args.ids {
-        match kinds::decode_any(&layout, text) {
+        let opaque = Err("which idgen opaque decode --key-file FILE decodes");
+        match kinds::decode_any(&layout, opaque, text) {
             Ok(decoded) if args.json => println!("{decoded}"),
             Ok(decoded) => println!("{}", kinds::decoded_line(&decoded)),
             Err(reason) => bad.push(reason),

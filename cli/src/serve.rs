@@ -15,12 +15,14 @@ use axum::routing::get;
 use clap::Args;
 use idgen::Layout;
 use idgen::lease::{LeaseState, LeasedGenerator};
+use idgen::opaque::Codec;
 use serde_json::{Value, json};
 
 use crate::generators::{self, LeaseApi};
 use crate::kinds::{CountedGenerators, KINDS, Kind};
 use crate::layout_args::LayoutArgs;
 use crate::lease_args::LeaseArgs;
+use crate::opaque::{self, Form};
 use crate::sequences::{self, BlockArgs, Sequences};
 use crate::{Failure, kinds, layout_json};
 
@@ -57,6 +59,11 @@ pub struct ServeArgs {
     /// and two blocks); a new name beyond it gets a 503.
     #[arg(long, default_value_t = 1_000)]
     max_sequences: usize,
+    /// Opaque public IDs: the key file (one key per line, `HEX` or `ID HEX`, at least 32
+    /// hex digits; the first line encodes, every line decodes). Adds `form=opaque` to
+    /// `/v1/ids`, and `/v1/ids/{text}/decode` then takes opaque IDs too.
+    #[arg(long, value_name = "FILE", env = opaque::KEY_FILE_VARIABLE)]
+    opaque_key_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     blocks: BlockArgs,
     #[command(flatten)]
@@ -71,6 +78,8 @@ struct Service {
     counted: CountedGenerators,
     lease_api: Option<Arc<LeaseApi>>,
     sequences: Arc<Sequences>,
+    /// With `--opaque-key-file`: `form=opaque`, and opaque IDs at the decode endpoint.
+    opaque: Option<Codec>,
     layout: Layout,
     max_batch: usize,
     /// Batches up to this size are made inline (see [`INLINE_BATCH`]).
@@ -91,6 +100,11 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         .lease_api_token_file
         .as_deref()
         .map(generators::read_token)
+        .transpose()?;
+    let opaque = args
+        .opaque_key_file
+        .as_deref()
+        .map(opaque::load_codec)
         .transpose()?;
     // Before the lease, so that a clock these kinds refuse leaves no number to release.
     let counted = CountedGenerators::new()?;
@@ -119,6 +133,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
         counted,
         lease_api,
         sequences: Arc::clone(&sequences),
+        opaque,
         layout,
         max_batch: args.max_batch,
         inline_batch: INLINE_BATCH.min((layout.max_sequence() as usize + 1) / 4),
@@ -297,12 +312,16 @@ async fn get_ids(
         None => Kind::Snowflake,
         Some(text) => Kind::parse(text).map_err(ApiError::bad)?,
     };
-    issue(service, count, kind).await
+    let form = match once_in_query(&pairs, &["form"], "give the form once, as form=...")? {
+        None => Form::Plain,
+        Some(text) => Form::parse(text).map_err(ApiError::bad)?,
+    };
+    issue(service, count, kind, form).await
 }
 
 /// The parameters `/v1/ids` takes: anything else (a misspelt `Kind=ulid`) is refused rather
 /// than ignored, so a request never silently gets another kind than it asked for.
-const ID_PARAMETERS: [&str; 3] = ["count", "n", "kind"];
+const ID_PARAMETERS: [&str; 4] = ["count", "n", "kind", "form"];
 
 /// A query string's parameters, percent-decoded; any but [`ID_PARAMETERS`] is a 400.
 fn query_pairs(query: &str) -> Result<Vec<(String, String)>, ApiError> {
@@ -314,7 +333,7 @@ fn query_pairs(query: &str) -> Result<Vec<(String, String)>, ApiError> {
         .find(|(key, _)| !ID_PARAMETERS.contains(&key.as_str()))
     {
         return Err(ApiError::bad(format!(
-            "unknown parameter {:?}: /v1/ids takes count (or n) and kind",
+            "unknown parameter {:?}: /v1/ids takes count (or n), kind and form",
             kinds::shown(key)
         )));
     }
@@ -329,16 +348,16 @@ async fn post_ids(
 ) -> Result<Response, ApiError> {
     if query.is_some_and(|query| !query.is_empty()) {
         return Err(ApiError::bad(
-            r#"POST /v1/ids takes its parameters in the body, {"count": N, "kind": "..."}, not the query"#,
+            r#"POST /v1/ids takes its parameters in the body, {"count": N, "kind": "...", "form": "..."}, not the query"#,
         ));
     }
     let fields = read_json_object(&headers, body, r#"{"count": 10}"#).await?;
     if let Some(field) = fields
         .keys()
-        .find(|field| !["count", "kind"].contains(&field.as_str()))
+        .find(|field| !["count", "kind", "form"].contains(&field.as_str()))
     {
         return Err(ApiError::bad(format!(
-            "unknown field {:?}: the body is {{\"count\": N, \"kind\": \"...\"}}",
+            "unknown field {:?}: the body is {{\"count\": N, \"kind\": \"...\", \"form\": \"...\"}}",
             kinds::shown(field)
         )));
     }
@@ -356,7 +375,17 @@ async fn post_ids(
             )));
         }
     };
-    issue(service, count, kind).await
+    let form = match fields.get("form") {
+        None => Form::Plain,
+        Some(Value::String(text)) => Form::parse(text).map_err(ApiError::bad)?,
+        Some(other) => {
+            return Err(ApiError::bad(format!(
+                "form must be {}; got {other}",
+                Form::NAMES
+            )));
+        }
+    };
+    issue(service, count, kind, form).await
 }
 
 /// A JSON object body, sent with `Content-Type: application/json`; `example` shows one in
@@ -418,10 +447,35 @@ async fn read_body(body: axum::body::Body) -> Result<Bytes, ApiError> {
     }
 }
 
-async fn issue(service: Arc<Service>, count: usize, kind: Kind) -> Result<Response, ApiError> {
+async fn issue(
+    service: Arc<Service>,
+    count: usize,
+    kind: Kind,
+    form: Form,
+) -> Result<Response, ApiError> {
+    // Checked before any ID is made, so a refused request uses none.
+    let opaque = form == Form::Opaque;
+    if opaque && kind != Kind::Snowflake {
+        return Err(ApiError::bad(format!(
+            "form \"opaque\" is for Snowflake IDs; a {} has no opaque form",
+            kind.name()
+        )));
+    }
+    if opaque && service.opaque.is_none() {
+        return Err(ApiError::bad(
+            "form \"opaque\" needs a key, and this service has none: start it with \
+             --opaque-key-file FILE",
+        ));
+    }
     let make = move |service: &Service| match service.counted.issue(kind, count) {
         Some(ids) => ids,
-        None => service.generator.next_ids(count).map(kinds::as_text),
+        None => service
+            .generator
+            .next_ids(count)
+            .map(|ids| match &service.opaque {
+                Some(codec) if opaque => kinds::as_text(codec.encode_all(&ids)),
+                _ => kinds::as_text(ids),
+            }),
     };
     let ids = if count <= service.inline_batch {
         make(&service)
@@ -539,7 +593,11 @@ async fn decode(
     id: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<Response, ApiError> {
     let Path(text) = id.map_err(|rejection| ApiError::bad(rejection.body_text()))?;
-    let decoded = kinds::decode_any(&service.layout, &text).map_err(ApiError::bad)?;
+    let keys = service
+        .opaque
+        .as_ref()
+        .ok_or("and this service has no opaque key to decode it (start it with --opaque-key-file)");
+    let decoded = kinds::decode_any(&service.layout, keys, &text).map_err(ApiError::bad)?;
     Ok(axum::Json(decoded).into_response())
 }
 

@@ -33,6 +33,8 @@ pub fn idgen(args: &[&str]) -> (ExitStatus, String, String) {
 /// As [`idgen`], with environment variables set.
 pub fn idgen_with_env(args: &[&str], env: &[(&str, &Path)]) -> (ExitStatus, String, String) {
     let mut command = Command::new(BIN);
+    // A developer's own key file must not change what a test sees.
+    command.env_remove("IDGEN_OPAQUE_KEY_FILE");
     for (name, value) in env {
         command.env(name, value);
     }
@@ -49,6 +51,8 @@ pub struct Service {
     pub child: Child,
     pub address: SocketAddr,
     pub worker: u64,
+    /// Everything the service writes to stderr, once it has exited.
+    log: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Service {
@@ -70,6 +74,7 @@ impl Service {
     pub fn start_with(args: &[&str]) -> Service {
         Service::start_in(
             Command::new(BIN)
+                .env_remove("IDGEN_OPAQUE_KEY_FILE")
                 .args(["serve", "--listen", "127.0.0.1:0"])
                 .args(args),
         )
@@ -108,6 +113,7 @@ impl Service {
             child,
             address,
             worker,
+            log: Some(errors),
         }
     }
 
@@ -170,6 +176,19 @@ impl Service {
 
     /// Waits (at most 10 s) for the process to exit on its own.
     pub fn wait_for_exit(mut self) -> ExitStatus {
+        self.exit_status()
+    }
+
+    /// Sends SIGTERM, waits for the exit, and returns it with all the service wrote to
+    /// stderr.
+    pub fn terminate_with_log(mut self) -> (ExitStatus, String) {
+        signal(self.child.id(), "TERM");
+        let status = self.exit_status();
+        let log = self.log.take().unwrap().join().unwrap();
+        (status, log)
+    }
+
+    fn exit_status(&mut self) -> ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
