@@ -96,8 +96,10 @@ pub type OpaqueKeys<'a> = Result<&'a Codec, &'a str>;
 /// characters are a UUID, 26 a ULID, anything else a Snowflake ID read with `layout`.
 pub fn decode_any(layout: &Layout, opaque: OpaqueKeys<'_>, text: &str) -> Result<Value, String> {
     if OpaqueId::looks_like(text) {
+        // Parsed first: text that only starts like one is told what is wrong with it.
+        let parsed: OpaqueId = text.parse().map_err(|error: Error| error.to_string())?;
         let codec = opaque.map_err(|why| format!("{:?} is an opaque ID, {why}", shown(text)))?;
-        let id = crate::opaque::decode_text(codec, text)?;
+        let id = crate::opaque::decode_parsed(codec, text, parsed)?;
         let mut decoded = decoded_json(layout, id);
         decoded["kind"] = json!(Kind::Snowflake.name());
         decoded["opaque"] = json!(text);

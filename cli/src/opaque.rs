@@ -69,7 +69,7 @@ enum OpaqueCommand {
 struct CodecArgs {
     /// The key file: one key per line, `HEX` or `ID HEX` (at least 32 hex digits); the
     /// first line encodes, every line decodes.
-    #[arg(long, value_name = "FILE", env = KEY_FILE_VARIABLE)]
+    #[arg(long, value_name = "FILE", env = KEY_FILE_VARIABLE, hide_env_values = true)]
     key_file: PathBuf,
     /// The IDs (encode) or opaque IDs (decode).
     #[arg(required = true, value_name = "TEXT")]
@@ -107,7 +107,7 @@ impl OpaqueArgs {
 }
 
 fn encode_text(codec: &Codec, text: &str) -> Result<String, String> {
-    if OpaqueId::looks_like(text) {
+    if text.parse::<OpaqueId>().is_ok() {
         return Err(format!(
             "{:?} is already an opaque ID: encode takes Snowflake IDs",
             kinds::shown(text)
@@ -117,10 +117,15 @@ fn encode_text(codec: &Codec, text: &str) -> Result<String, String> {
 }
 
 /// The Snowflake ID behind the opaque ID `text`, or why there is none.
-pub fn decode_text(codec: &Codec, text: &str) -> Result<idgen::Id, String> {
+fn decode_text(codec: &Codec, text: &str) -> Result<idgen::Id, String> {
     let opaque: OpaqueId = text
         .parse()
         .map_err(|error: idgen::Error| error.to_string())?;
+    decode_parsed(codec, text, opaque)
+}
+
+/// The Snowflake ID behind `opaque`, parsed from `text`.
+pub fn decode_parsed(codec: &Codec, text: &str, opaque: OpaqueId) -> Result<idgen::Id, String> {
     codec
         .decode(opaque)
         .map_err(|error| format!("{:?}: {error}", kinds::shown(text)))

@@ -62,7 +62,7 @@ pub struct ServeArgs {
     /// Opaque public IDs: the key file (one key per line, `HEX` or `ID HEX`, at least 32
     /// hex digits; the first line encodes, every line decodes). Adds `form=opaque` to
     /// `/v1/ids`, and `/v1/ids/{text}/decode` then takes opaque IDs too.
-    #[arg(long, value_name = "FILE", env = opaque::KEY_FILE_VARIABLE)]
+    #[arg(long, value_name = "FILE", env = opaque::KEY_FILE_VARIABLE, hide_env_values = true)]
     opaque_key_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     blocks: BlockArgs,

@@ -33,6 +33,18 @@ fn assert_no_key_in(text: &str) {
     }
 }
 
+/// `idgen_ids_issued_total` from the service's metrics.
+fn issued_total(service: &Service) -> u64 {
+    let metrics = service.get("/metrics").body;
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("idgen_ids_issued_total "))
+        .unwrap_or_else(|| panic!("no idgen_ids_issued_total in {metrics}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 fn lines(text: &str) -> Vec<String> {
     text.lines().map(str::to_string).collect()
 }
@@ -104,6 +116,80 @@ fn encode_then_decode_gives_the_ids_back_and_old_keys_still_decode() {
     assert!(stdout.is_empty());
     assert!(stderr.contains("key 2, which"), "{stderr}");
     assert_no_key_in(&stderr);
+
+    // Known answers (an independent Speck64/128 in Python): what a key file's key makes is
+    // fixed for good, since opaque IDs get published.
+    let pinned = key_file(&dir, "pinned", "9c0d4e1f2a3b5c6d7e8f90a1b2c3d4e5\n", 0o600);
+    let (status, stdout, stderr) = idgen(&[
+        "opaque",
+        "encode",
+        "--key-file",
+        pinned.to_str().unwrap(),
+        "0",
+        "385628494224322560",
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(lines(&stdout), ["o1_6tCFgd4pPoh", "o1_6XBA2AVqhX3"]);
+}
+
+#[test]
+fn a_key_given_where_its_path_belongs_is_never_shown() {
+    let env = [("IDGEN_OPAQUE_KEY_FILE", Path::new(NEW_KEY))];
+    let (status, stdout, stderr) = idgen_with_env(&["opaque", "encode", "1"], &env);
+    assert_eq!(status.code(), Some(2));
+    assert!(stdout.is_empty());
+    assert!(stderr.contains("looks like a key"), "{stderr}");
+    assert_no_key_in(&stderr);
+    let (status, _, stderr) = idgen(&["opaque", "decode", "--key-file", NEW_KEY, "o1_00000000000"]);
+    assert_eq!(status.code(), Some(2));
+    assert_no_key_in(&stderr);
+    // --help shows the variable's name, not its value.
+    for command in [&["serve", "--help"][..], &["opaque", "encode", "--help"]] {
+        let (status, stdout, stderr) = idgen_with_env(command, &env);
+        assert!(status.success(), "{stderr}");
+        assert!(stdout.contains("IDGEN_OPAQUE_KEY_FILE"), "{stdout}");
+        assert_no_key_in(&stdout);
+    }
+}
+
+#[test]
+fn a_fifo_as_key_file_is_refused_at_once_rather_than_waited_on() {
+    let dir = temp_dir("opaque-fifo");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("keys");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut child = std::process::Command::new(common::BIN)
+        .env_remove("IDGEN_OPAQUE_KEY_FILE")
+        .args([
+            "opaque",
+            "encode",
+            "--key-file",
+            fifo.to_str().unwrap(),
+            "1",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("idgen waited on the FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
 }
 
 #[test]
@@ -352,6 +438,8 @@ fn the_service_issues_opaque_ids_and_decodes_them_back() {
         assert_eq!(reply.status, 400, "{path} {body:?}: {}", reply.body);
         assert!(reply.error().contains(says), "{path}: {}", reply.error());
     }
+    // The refused requests issued nothing: the count is what the accepted ones returned.
+    assert_eq!(issued_total(&service), 3_500 + 2);
     let (status, log) = service.terminate_with_log();
     assert!(status.success(), "{log}");
     // Mode 0640: the service warns, and shows no key.
@@ -377,7 +465,13 @@ fn without_a_key_the_service_refuses_the_opaque_form_and_says_why() {
     let reply = service.get("/v1/ids/o1_00000000000/decode");
     assert_eq!(reply.status, 400);
     assert!(reply.error().contains("no opaque key"), "{}", reply.error());
+    // Text that only starts like an opaque ID is told what is wrong with it.
+    let reply = service.get("/v1/ids/o1/decode");
+    assert_eq!(reply.status, 400);
+    assert!(reply.error().contains("no _ after"), "{}", reply.error());
     assert_eq!(service.get("/v1/ids?count=1&form=plain").ids().len(), 1);
+    // The refusals above issued nothing: only the plain ID was counted.
+    assert_eq!(issued_total(&service), 1);
     // A bad key file stops the service before it listens (and before any lease).
     let bad = key_file(&temp_dir("opaque-none"), "bad", "0123\n", 0o600);
     let (status, stdout, stderr) = idgen(&[
