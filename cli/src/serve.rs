@@ -308,14 +308,16 @@ async fn get_ids(
 ) -> Result<Response, ApiError> {
     let pairs = query_pairs(query.as_deref().unwrap_or(""))?;
     let count = count_from_query(&pairs, service.max_batch)?;
-    let kind = match once_in_query(&pairs, &["kind"], "give the kind once, as kind=...")? {
-        None => Kind::Snowflake,
-        Some(text) => Kind::parse(text).map_err(ApiError::bad)?,
-    };
-    let form = match once_in_query(&pairs, &["form"], "give the form once, as form=...")? {
-        None => Form::Plain,
-        Some(text) => Form::parse(text).map_err(ApiError::bad)?,
-    };
+    let kind = once_in_query(&pairs, &["kind"], "give the kind once, as kind=...")?
+        .map(Kind::parse)
+        .transpose()
+        .map_err(ApiError::bad)?
+        .unwrap_or(Kind::Snowflake);
+    let form = once_in_query(&pairs, &["form"], "give the form once, as form=...")?
+        .map(Form::parse)
+        .transpose()
+        .map_err(ApiError::bad)?
+        .unwrap_or(Form::Plain);
     issue(service, count, kind, form).await
 }
 
@@ -365,27 +367,25 @@ async fn post_ids(
         None => return Err(ApiError::bad(r#"count is missing: send {"count": N}"#)),
         Some(count) => count_from_json(count, service.max_batch)?,
     };
-    let kind = match fields.get("kind") {
-        None => Kind::Snowflake,
-        Some(Value::String(text)) => Kind::parse(text).map_err(ApiError::bad)?,
-        Some(other) => {
-            return Err(ApiError::bad(format!(
-                "kind must be {}; got {other}",
-                Kind::NAMES
-            )));
-        }
-    };
-    let form = match fields.get("form") {
-        None => Form::Plain,
-        Some(Value::String(text)) => Form::parse(text).map_err(ApiError::bad)?,
-        Some(other) => {
-            return Err(ApiError::bad(format!(
-                "form must be {}; got {other}",
-                Form::NAMES
-            )));
-        }
-    };
+    let kind = named_field(&fields, "kind", Kind::NAMES, Kind::parse)?.unwrap_or(Kind::Snowflake);
+    let form = named_field(&fields, "form", Form::NAMES, Form::parse)?.unwrap_or(Form::Plain);
     issue(service, count, kind, form).await
+}
+
+/// The body field `name`, if given: a string that `parse` accepts (`names` says which).
+fn named_field<T>(
+    fields: &serde_json::Map<String, Value>,
+    name: &str,
+    names: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, ApiError> {
+    match fields.get(name) {
+        None => Ok(None),
+        Some(Value::String(text)) => parse(text).map(Some).map_err(ApiError::bad),
+        Some(other) => Err(ApiError::bad(format!(
+            "{name} must be {names}; got {other}"
+        ))),
+    }
 }
 
 /// A JSON object body, sent with `Content-Type: application/json`; `example` shows one in
