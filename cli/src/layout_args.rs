@@ -9,19 +9,19 @@ use crate::time::parse_rfc3339_ms;
 #[derive(Args, Clone)]
 pub struct LayoutArgs {
     /// Bits of milliseconds since the epoch.
-    #[arg(long, default_value_t = 41)]
+    #[arg(long, default_value_t = 41, env = "IDGEN_TIME_BITS")]
     time_bits: u32,
     /// Bits of datacenter number.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, env = "IDGEN_DATACENTER_BITS")]
     datacenter_bits: u32,
     /// Bits of worker number.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, env = "IDGEN_WORKER_BITS")]
     worker_bits: u32,
     /// Bits of sequence number.
-    #[arg(long, default_value_t = 12)]
+    #[arg(long, default_value_t = 12, env = "IDGEN_SEQUENCE_BITS")]
     sequence_bits: u32,
     /// The custom epoch: a UTC time (2024-01-01T00:00:00Z) or Unix milliseconds.
-    #[arg(long, default_value = "2024-01-01T00:00:00Z")]
+    #[arg(long, default_value = "2024-01-01T00:00:00Z", env = "IDGEN_EPOCH")]
     epoch: String,
 }
 

@@ -18,19 +18,34 @@ pub struct StoreArgs {
     /// the same worker number (default:
     /// $XDG_STATE_HOME/idgen/leases, /var/lib/idgen/leases for root, else
     /// ~/.local/state/idgen/leases; created private, 0700).
-    #[arg(long, value_name = "DIR", conflicts_with = "etcd")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "etcd",
+        env = "IDGEN_LEASE_DIR"
+    )]
     lease_dir: Option<PathBuf>,
     /// Lease worker numbers from etcd instead: client URLs, comma-separated (needs a build
     /// with `--features etcd`, which needs Debian's protobuf-compiler and libprotobuf-dev).
-    #[arg(long, value_name = "URL,...")]
+    #[arg(
+        long,
+        value_name = "URL,...",
+        env = "IDGEN_ETCD",
+        hide_env_values = true
+    )]
     etcd: Option<String>,
     /// The etcd key prefix.
-    #[arg(long, default_value = "/idgen", requires = "etcd")]
+    #[arg(
+        long,
+        default_value = "/idgen",
+        requires = "etcd",
+        env = "IDGEN_NAMESPACE"
+    )]
     namespace: String,
     /// The lease's TTL, such as `3s`, `500ms` or `1m` (default: 3s on the file store, 30s
     /// on etcd, which takes whole seconds from 2s). `leases init` writes etcd marks this
     /// far ahead.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "IDGEN_LEASE_TTL")]
     lease_ttl: Option<Duration>,
 }
 
@@ -44,7 +59,7 @@ pub struct LeaseArgs {
     /// or `5m`: each renewal writes the mark this far ahead, and the number of a holder
     /// that crashed stays unusable this long (default: the TTL on the file store, 3m on
     /// etcd; never below the TTL).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "IDGEN_OUTAGE_HORIZON")]
     outage_horizon: Option<Duration>,
 }
 
@@ -52,10 +67,10 @@ pub struct LeaseArgs {
 #[derive(Args, Clone)]
 pub struct RangeArgs {
     /// The datacenter number.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, env = "IDGEN_DATACENTER")]
     datacenter: u64,
     /// The worker numbers, `A-B` (default: all of the layout's).
-    #[arg(long, value_name = "A-B")]
+    #[arg(long, value_name = "A-B", env = "IDGEN_WORKERS")]
     workers: Option<String>,
 }
 
@@ -289,7 +304,7 @@ pub struct InitArgs {
     /// How far ahead etcd marks are written where none exists (default: 3m; at least the
     /// TTL): a holder cut off from etcd while its namespace was wiped may go on issuing
     /// that long. For a namespace known to be new, the TTL is enough.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "IDGEN_OUTAGE_HORIZON")]
     outage_horizon: Option<Duration>,
 }
 

@@ -28,11 +28,21 @@ pub struct BlockArgs {
     /// The directory of the embedded block store (default: `$XDG_STATE_HOME/idgen/blocks`,
     /// `/var/lib/idgen/blocks` for root, else `~/.local/state/idgen/blocks`; persistent and
     /// private, because a directory emptied at reboot would restart every sequence at 1).
-    #[arg(long, value_name = "DIR", conflicts_with = "postgres")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "postgres",
+        env = "IDGEN_BLOCKS_DIR"
+    )]
     blocks_dir: Option<PathBuf>,
     /// Take blocks from PostgreSQL instead, for a fleet: a connection URL such as
     /// `postgresql://user@host:5432/db` (the table idgen_sequences is created if absent).
-    #[arg(long, value_name = "URL")]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "IDGEN_POSTGRES",
+        hide_env_values = true
+    )]
     postgres: Option<String>,
 }
 

@@ -40,24 +40,29 @@ const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Args)]
 pub struct ServeArgs {
     /// The address to listen on (port 0: any free port, printed at start).
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = "127.0.0.1:8080", env = "IDGEN_LISTEN")]
     listen: SocketAddr,
     /// The largest `count` one request may ask for.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, env = "IDGEN_MAX_BATCH")]
     max_batch: usize,
     /// After SIGINT or SIGTERM, how many seconds open requests get to finish before the
     /// service stops anyway (a second signal stops it at once). The worker number is then
     /// released, unless a batch is still being made: it is then left to expire.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10,
+        env = "IDGEN_SHUTDOWN_GRACE"
+    )]
     shutdown_grace: u64,
     /// Turn on the lease API (`/v1/generators`): programs in other languages lease worker
     /// numbers from this service's store and range and issue IDs themselves. Every request
     /// needs `Authorization: Bearer <token>`, the token being this file's content, trimmed.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "IDGEN_LEASE_API_TOKEN_FILE")]
     lease_api_token_file: Option<std::path::PathBuf>,
     /// The most sequences `/v1/sequences/{name}/next` serves (each keeps a fetcher thread
     /// and two blocks); a new name beyond it gets a 503.
-    #[arg(long, default_value_t = 1_000)]
+    #[arg(long, default_value_t = 1_000, env = "IDGEN_MAX_SEQUENCES")]
     max_sequences: usize,
     /// Opaque public IDs: the key file (one key per line, `HEX` or `ID HEX`, at least 32
     /// hex digits; the first line encodes, every line decodes). Adds `form=opaque` to

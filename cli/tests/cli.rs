@@ -416,7 +416,7 @@ fn the_default_stores_of_two_users_never_take_the_same_live_number() {
     let home = temp_dir("two-defaults");
     let (first_state, second_state) = (home.join("root-state"), home.join("user-state"));
     let service = common::Service::start_in(
-        std::process::Command::new(common::BIN)
+        common::idgen_command()
             .env("XDG_STATE_HOME", &first_state)
             .env("TMPDIR", &home)
             .args(["serve", "--listen", "127.0.0.1:0", "--workers", "20-21"]),
@@ -464,4 +464,64 @@ fn an_unusable_record_costs_its_number_not_the_range() {
     assert!(stderr.contains("2 unusable"), "{stderr}");
     assert!(stderr.contains("not a plain file"), "{stderr}");
     assert!(stderr.contains("writable by any user"), "{stderr}");
+}
+
+#[test]
+fn every_serve_flag_has_a_variable_named_after_it_shown_in_help() {
+    let (status, help, stderr) = idgen(&["serve", "--help"]);
+    assert!(status.success(), "{stderr}");
+    // Each option's block: its "--flag" line and the help text under it.
+    let mut flags = 0;
+    for block in help.split("\n      --").skip(1) {
+        let flag = block.split([' ', '\n']).next().unwrap();
+        if flag == "help" {
+            continue;
+        }
+        let variable = format!("IDGEN_{}", flag.replace('-', "_").to_uppercase());
+        assert!(
+            block.contains(&format!("[env: {variable}")),
+            "--{flag} has no variable {variable}:\n{block}"
+        );
+        flags += 1;
+    }
+    assert!(flags >= 20, "only {flags} flags found in:\n{help}");
+    let (status, version, _) = idgen(&["--version"]);
+    assert!(status.success());
+    assert_eq!(
+        version.trim(),
+        format!("idgen {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn variables_set_flags_and_never_override_a_conflicting_flag_silently() {
+    let dir = temp_dir("variables");
+    let leases = dir.join("leases");
+    let env = [
+        ("IDGEN_LEASE_DIR", leases.as_path()),
+        ("IDGEN_WORKERS", std::path::Path::new("9-9")),
+        ("IDGEN_DATACENTER", std::path::Path::new("2")),
+    ];
+    let (status, stdout, stderr) = idgen_with_env(&["next"], &env);
+    assert!(status.success(), "{stderr}");
+    let id: u64 = stdout.trim().parse().unwrap();
+    assert_eq!((id >> 12) & 0x1f, 9, "worker");
+    assert_eq!((id >> 17) & 0x1f, 2, "datacenter");
+    assert!(leases.join("store.idgen").exists());
+    // A flag beats its own variable...
+    let (status, stdout, stderr) = idgen_with_env(&["next", "--workers", "4-4"], &env);
+    assert!(status.success(), "{stderr}");
+    assert_eq!((stdout.trim().parse::<u64>().unwrap() >> 12) & 0x1f, 4);
+    // ... and a variable never switches the store a flag names: a conflict is an error.
+    let (status, stdout, stderr) = idgen_with_env(&["next", "--etcd", "http://127.0.0.1:9"], &env);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+    // A bad value from a variable is as clear as from its flag.
+    let (status, _, stderr) = idgen_with_env(
+        &["next"],
+        &[("IDGEN_DATACENTER", std::path::Path::new("two"))],
+    );
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains("--datacenter"), "{stderr}");
 }

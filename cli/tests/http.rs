@@ -655,7 +655,7 @@ fn metric_value(metrics: &str, series: &str) -> u64 {
 /// (re-read at every reading), the monotonic clock left alone.
 fn start_under_faketime(lease_dir: &std::path::Path, offset_file: &std::path::Path) -> Service {
     Service::start_in(
-        Command::new(common::BIN)
+        common::idgen_command()
             .env("LD_PRELOAD", common::libfaketime())
             .env("FAKETIME_TIMESTAMP_FILE", offset_file)
             .env("FAKETIME_NO_CACHE", "1")
@@ -851,4 +851,23 @@ fn a_body_that_never_arrives_is_answered_408() {
     let _ = stream.read_to_string(&mut reply);
     assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
     assert!(reply.contains("did not arrive"), "{reply}");
+}
+
+#[test]
+fn the_service_takes_its_settings_from_variables() {
+    let dir = new_lease_dir("variables");
+    let mut command = common::idgen_command();
+    command
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("IDGEN_LEASE_DIR", &dir)
+        .env("IDGEN_BLOCKS_DIR", dir.with_file_name("blocks"))
+        .env("IDGEN_MAX_BATCH", "5")
+        .env("IDGEN_WORKERS", "3-3");
+    let service = Service::start_in(&mut command);
+    assert_eq!(service.worker, 3);
+    assert_eq!(service.get("/v1/ids?count=5").ids().len(), 5);
+    let reply = service.get("/v1/ids?count=6");
+    assert_eq!(reply.status, 400);
+    assert!(reply.error().contains("maximum of 5"), "{}", reply.error());
+    assert!(dir.join("store.idgen").exists());
 }

@@ -162,8 +162,7 @@ fn a_fifo_as_key_file_is_refused_at_once_rather_than_waited_on() {
         .status()
         .unwrap();
     assert!(made.success());
-    let mut child = std::process::Command::new(common::BIN)
-        .env_remove("IDGEN_OPAQUE_KEY_FILE")
+    let mut child = common::idgen_command()
         .args([
             "opaque",
             "encode",

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{BIN, Service, idgen};
+use common::{Service, idgen};
 
 fn endpoints() -> String {
     std::env::var("IDGEN_ETCD_ENDPOINTS").expect(
@@ -271,7 +271,7 @@ fn two_live_processes_hold_the_same_number_at_once_and_never_share_an_id() {
         .map(String::from)
     };
     let first = Service::start_in(
-        std::process::Command::new(BIN)
+        common::idgen_command()
             .env("LD_PRELOAD", common::libfaketime())
             .env("FAKETIME", "-5s")
             .env("DONT_FAKE_MONOTONIC", "1")
@@ -287,7 +287,7 @@ fn two_live_processes_hold_the_same_number_at_once_and_never_share_an_id() {
         // The first's lease ends at etcd 2 s after its last keep-alive.
         thread::sleep(Duration::from_millis(3_000));
         let second_started_at = unix_ms();
-        let second = Service::start_in(std::process::Command::new(BIN).args(flags(&endpoints())));
+        let second = Service::start_in(common::idgen_command().args(flags(&endpoints())));
         assert_eq!(second.worker, 0, "the same number");
         let stop_second = &stop_second;
         let second_run = s.spawn(move || {

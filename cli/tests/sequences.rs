@@ -249,7 +249,7 @@ fn without_a_usable_default_store_ids_are_served_and_sequences_say_why_not() {
     let not_a_dir = lease_dir.with_file_name("state-file");
     std::fs::write(&not_a_dir, "").unwrap();
     let service = Service::start_in(
-        std::process::Command::new(common::BIN)
+        common::idgen_command()
             .args(["serve", "--listen", "127.0.0.1:0", "--lease-dir"])
             .arg(&lease_dir)
             .env("XDG_STATE_HOME", &not_a_dir),

@@ -215,7 +215,7 @@ fn the_default_directory_given_explicitly_still_sees_the_default_stores_live_num
     let home = common::temp_dir("default-explicit");
     let state = home.join("state");
     let service = Service::start_in(
-        std::process::Command::new(common::BIN)
+        common::idgen_command()
             .env("XDG_STATE_HOME", &state)
             .env("TMPDIR", &home)
             .args(["serve", "--listen", "127.0.0.1:0", "--workers", "22-23"]),

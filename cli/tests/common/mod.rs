@@ -25,6 +25,20 @@ pub fn new_lease_dir(name: &str) -> PathBuf {
     temp_dir(name).join("leases")
 }
 
+/// `idgen`, without the caller's `IDGEN_*` variables: each sets a flag (`IDGEN_LEASE_DIR` is
+/// `--lease-dir`, and so on), and a test's `idgen` must run on the store and settings the
+/// test names, whatever the shell around it exports (`.ci/test` exports
+/// `IDGEN_ETCD_ENDPOINTS` and `IDGEN_POSTGRES_URL` for the tests themselves).
+pub fn idgen_command() -> Command {
+    let mut command = Command::new(BIN);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("IDGEN_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
 /// `idgen` with `args`, run to completion: (exit status, stdout, stderr).
 pub fn idgen(args: &[&str]) -> (ExitStatus, String, String) {
     idgen_with_env(args, &[])
@@ -32,9 +46,7 @@ pub fn idgen(args: &[&str]) -> (ExitStatus, String, String) {
 
 /// As [`idgen`], with environment variables set.
 pub fn idgen_with_env(args: &[&str], env: &[(&str, &Path)]) -> (ExitStatus, String, String) {
-    let mut command = Command::new(BIN);
-    // A developer's own key file must not change what a test sees.
-    command.env_remove("IDGEN_OPAQUE_KEY_FILE");
+    let mut command = idgen_command();
     for (name, value) in env {
         command.env(name, value);
     }
@@ -73,8 +85,7 @@ impl Service {
     /// `idgen serve --listen 127.0.0.1:0` with `args`.
     pub fn start_with(args: &[&str]) -> Service {
         Service::start_in(
-            Command::new(BIN)
-                .env_remove("IDGEN_OPAQUE_KEY_FILE")
+            idgen_command()
                 .args(["serve", "--listen", "127.0.0.1:0"])
                 .args(args),
         )
