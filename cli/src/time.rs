@@ -1,86 +1,113 @@
-//! RFC 3339 timestamps in UTC with milliseconds, both ways, without a date library: the
-//! service needs only this one format.
+//! RFC 3339 timestamps in UTC with milliseconds, both ways: the one format the command
+//! writes and reads. The calendar is jiff's.
+//!
+//! jiff's years end at 9999, but a layout's last instant can lie millions of years ahead
+//! (62 time bits). The Gregorian calendar repeats exactly every 400 years (146,097 days,
+//! weekdays and leap days included), so a later instant is moved back by whole 400-year
+//! cycles, read or written by jiff, and its year moved forward again.
+
+use jiff::Timestamp;
+use jiff::civil::{Date, Time};
+use jiff::tz::TimeZone;
+
+/// 400 Gregorian years in milliseconds.
+const CYCLE_MS: u64 = 146_097 * 86_400_000;
+const CYCLE_YEARS: u64 = 400;
+/// The last millisecond jiff's `Timestamp` holds, a few hours before the end of 9999 (so
+/// that every offset stays within its civil dates).
+fn last_timestamp_ms() -> u64 {
+    Timestamp::MAX.as_millisecond() as u64
+}
 
 /// `2026-10-11T12:35:21.659Z` for a Unix millisecond. Years after 9999, which RFC 3339
 /// cannot write, take ISO 8601's expanded form with a sign and six digits
 /// (`+010000-01-01T00:00:00.000Z`), as JavaScript's `Date` writes and reads them.
 pub fn rfc3339_ms(unix_ms: u64) -> String {
-    let (days, ms_of_day) = (unix_ms / 86_400_000, unix_ms % 86_400_000);
-    let (year, month, day) = civil_from_days(days as i64);
-    let seconds = ms_of_day / 1000;
+    let cycles = unix_ms
+        .saturating_sub(last_timestamp_ms())
+        .div_ceil(CYCLE_MS);
+    let shifted = unix_ms - cycles * CYCLE_MS;
+    let at = Timestamp::from_millisecond(shifted as i64)
+        .expect("moved back within 0 and 9999-12-31 by whole cycles");
+    let time = TimeZone::UTC.to_datetime(at);
+    let year = time.year() as u64 + cycles * CYCLE_YEARS;
     let year = if year > 9999 {
         format!("+{year:06}")
     } else {
         format!("{year:04}")
     };
     format!(
-        "{year}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        seconds / 3600,
-        seconds / 60 % 60,
-        seconds % 60,
-        ms_of_day % 1000
+        "{year}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        time.month(),
+        time.day(),
+        time.hour(),
+        time.minute(),
+        time.second(),
+        time.millisecond()
     )
 }
 
-/// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z` (UTC only), or the expanded `+YYYYYY-...` form of a
-/// year after 9999, into Unix milliseconds.
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fff]Z` (UTC only, 1 to 3 digits of fraction), or the
+/// expanded `+YYYYYY-...` form of a year after 9999, into Unix milliseconds. Every field
+/// has exactly its width; nothing before 1970.
 pub fn parse_rfc3339_ms(text: &str) -> Result<u64, String> {
     let bad = || format!("{text:?} is not a UTC time like 2024-01-01T00:00:00Z");
     let rest = text.strip_suffix('Z').ok_or_else(bad)?;
-    let (rest, year_width) = match rest.strip_prefix('+') {
-        Some(rest) => (rest, 6),
-        None => (rest, 4),
+    let (rest, expanded) = match rest.strip_prefix('+') {
+        Some(rest) => (rest, true),
+        None => (rest, false),
     };
     let (date, clock) = rest.split_once('T').ok_or_else(bad)?;
     let (clock, millis) = match clock.split_once('.') {
         Some((clock, fraction)) if (1..=3).contains(&fraction.len()) => {
-            let padded = format!("{fraction:0<3}");
-            (clock, digits(&padded).ok_or_else(bad)?)
+            (clock, digits(&format!("{fraction:0<3}")).ok_or_else(bad)?)
         }
         Some(_) => return Err(bad()),
         None => (clock, 0),
     };
-    // Each field exactly as wide as given; the expanded year at least six digits.
-    let numbers = |part: &str, separator: char, widths: [usize; 3]| -> Option<Vec<u64>> {
-        let fields: Vec<&str> = part.split(separator).collect();
-        // Nine digits at most: years up to 999,999,999, beyond any u64 of milliseconds.
-        let fits = |(i, (field, width)): (usize, (&&str, usize))| {
-            field.len() == width || (i == 0 && width == 6 && (7..=9).contains(&field.len()))
-        };
-        if fields.len() != 3 || !fields.iter().zip(widths).enumerate().all(fits) {
-            return None;
-        }
-        fields.iter().map(|f| digits(f)).collect()
-    };
-    let date = numbers(date, '-', [year_width, 2, 2]).ok_or_else(bad)?;
-    // The expanded form is only for years the plain one cannot write.
-    if year_width == 6 && date[0] <= 9999 {
+    // The expanded year has six to nine digits (years up to 999,999,999, beyond any u64 of
+    // milliseconds) and is only for years the plain form cannot write.
+    let year_widths = if expanded { 6..=9 } else { 4..=4 };
+    let date = fields(date, '-', [year_widths, 2..=2, 2..=2]).ok_or_else(bad)?;
+    let clock = fields(clock, ':', [2..=2, 2..=2, 2..=2]).ok_or_else(bad)?;
+    let year = date[0];
+    if expanded && year <= 9999 || year < 1970 {
         return Err(bad());
     }
-    let clock = numbers(clock, ':', [2, 2, 2]).ok_or_else(bad)?;
-    let (year, month, day) = (date[0], date[1], date[2]);
-    let days_in_month = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
-        2 => 28,
-        _ => return Err(bad()),
-    };
-    if year < 1970
-        || day == 0
-        || day > days_in_month
-        || clock[0] > 23
-        || clock[1] > 59
-        || clock[2] > 59
-    {
-        return Err(bad());
-    }
-    let days = days_from_civil(year as i64, month, day) as u64;
-    let seconds = days * 86_400 + clock[0] * 3600 + clock[1] * 60 + clock[2];
-    seconds
-        .checked_mul(1000)
+    // Back by whole cycles into jiff's years, and forward again after.
+    let cycles = year.saturating_sub(9998).div_ceil(CYCLE_YEARS);
+    let narrow = |n: u64| i8::try_from(n).map_err(|_| bad());
+    let day = Date::new(
+        (year - cycles * CYCLE_YEARS) as i16,
+        narrow(date[1])?,
+        narrow(date[2])?,
+    )
+    .map_err(|_| bad())?;
+    // jiff refuses a leap second (:60) and 24:00.
+    let time =
+        Time::new(narrow(clock[0])?, narrow(clock[1])?, narrow(clock[2])?, 0).map_err(|_| bad())?;
+    let at = TimeZone::UTC
+        .to_timestamp(day.to_datetime(time))
+        .map_err(|_| bad())?;
+    let ms = u64::try_from(at.as_millisecond()).map_err(|_| bad())?;
+    cycles
+        .checked_mul(CYCLE_MS)
+        .and_then(|shift| shift.checked_add(ms))
         .and_then(|ms| ms.checked_add(millis))
         .ok_or_else(bad)
+}
+
+/// Three `separator`-separated runs of ASCII digits, each of a width in its range.
+fn fields(
+    text: &str,
+    separator: char,
+    widths: [std::ops::RangeInclusive<usize>; 3],
+) -> Option<Vec<u64>> {
+    let parts: Vec<&str> = text.split(separator).collect();
+    if parts.len() != 3 || !parts.iter().zip(&widths).all(|(p, w)| w.contains(&p.len())) {
+        return None;
+    }
+    parts.iter().map(|part| digits(part)).collect()
 }
 
 fn digits(text: &str) -> Option<u64> {
@@ -90,46 +117,43 @@ fn digits(text: &str) -> Option<u64> {
     text.parse().ok()
 }
 
-/// Howard Hinnant's `civil_from_days`: days since 1970-01-01 to (year, month, day).
-fn civil_from_days(days: i64) -> (i64, u64, u64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u64;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u64;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-/// The inverse: (year, month, day) to days since 1970-01-01.
-fn days_from_civil(year: i64, month: u64, day: u64) -> i64 {
-    let year = year - i64::from(month <= 2);
-    let era = year.div_euclid(400);
-    let yoe = year.rem_euclid(400);
-    let month = month as i64;
-    let doy = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// 9999-12-31T23:59:59.999Z: the last millisecond of year 9999.
+    const LAST_OF_9999_MS: u64 = 253_402_300_799_999;
+
+    /// (Unix ms, text): the instants the command shows most.
+    const BOUNDARIES: [(u64, &str); 8] = [
+        // The Unix epoch: the first instant a layout's epoch may be.
+        (0, "1970-01-01T00:00:00.000Z"),
+        // The default epoch.
+        (1_704_067_200_000, "2024-01-01T00:00:00.000Z"),
+        // Leap days: in a year divisible by 4, and by 400; the day after.
+        (1_709_164_800_000, "2024-02-29T00:00:00.000Z"),
+        (951_782_400_000, "2000-02-29T00:00:00.000Z"),
+        (1_709_251_199_999, "2024-02-29T23:59:59.999Z"),
+        // The README's example ID, 385628494224322560: its time field is 91,940,997,654
+        // ms after the default epoch.
+        (
+            1_704_067_200_000 + (385_628_494_224_322_560 >> 22),
+            "2026-11-30T03:09:57.654Z",
+        ),
+        // The default layout's last instant: 2^41 - 1 ms after the default epoch.
+        (
+            1_704_067_200_000 + (1 << 41) - 1,
+            "2093-09-06T15:47:35.551Z",
+        ),
+        // The last millisecond of year 9999: past jiff's last timestamp, so moved a cycle.
+        (LAST_OF_9999_MS, "9999-12-31T23:59:59.999Z"),
+    ];
+
     #[test]
-    fn known_instants_format_and_parse_both_ways() {
-        for (ms, text) in [
-            (0, "1970-01-01T00:00:00.000Z"),
-            (1_704_067_200_000, "2024-01-01T00:00:00.000Z"),
-            (1_709_164_800_000, "2024-02-29T00:00:00.000Z"),
-            (1_791_722_121_659, "2026-10-11T12:35:21.659Z"),
-            (3_903_090_455_551, "2093-09-06T15:47:35.551Z"),
-        ] {
-            assert_eq!(rfc3339_ms(ms), text);
-            assert_eq!(parse_rfc3339_ms(text), Ok(ms));
+    fn boundary_instants_format_and_parse_both_ways() {
+        for (ms, text) in BOUNDARIES {
+            assert_eq!(rfc3339_ms(ms), text, "{ms}");
+            assert_eq!(parse_rfc3339_ms(text), Ok(ms), "{text}");
         }
         assert_eq!(
             parse_rfc3339_ms("2024-01-01T00:00:00Z"),
@@ -142,22 +166,24 @@ mod tests {
     }
 
     #[test]
-    fn years_after_9999_take_the_expanded_form_and_round_trip() {
-        let year_10000 = 253_402_300_800_000;
+    fn the_last_instant_of_the_widest_layouts_is_written_and_read_back() {
+        // After 9999: one 400-year cycle, many, and the last u64 of milliseconds that a
+        // year of at most nine digits can hold (62 time bits: 146 million years).
+        let year_10000 = LAST_OF_9999_MS + 1;
         assert_eq!(rfc3339_ms(year_10000), "+010000-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339_ms(year_10000 - 1), "9999-12-31T23:59:59.999Z");
+        // 10400-02-29 exists (divisible by 400), 10100-02-29 does not.
+        let leap = parse_rfc3339_ms("+010400-02-29T12:00:00Z").unwrap();
+        assert_eq!(rfc3339_ms(leap), "+010400-02-29T12:00:00.000Z");
+        assert!(parse_rfc3339_ms("+010100-02-29T00:00:00Z").is_err());
         for ms in [
             year_10000,
             year_10000 + 86_400_123,
+            1_704_067_200_000 + (1 << 62) - 1,
             1 << 61,
             u64::MAX / 1000,
         ] {
-            assert_eq!(
-                parse_rfc3339_ms(&rfc3339_ms(ms)),
-                Ok(ms),
-                "{}",
-                rfc3339_ms(ms)
-            );
+            let text = rfc3339_ms(ms);
+            assert_eq!(parse_rfc3339_ms(&text), Ok(ms), "{text}");
         }
         for bad in [
             "+009999-01-01T00:00:00Z",
@@ -171,10 +197,15 @@ mod tests {
     }
 
     #[test]
-    fn every_day_round_trips() {
-        for day in 0..60_000u64 {
-            let ms = day * 86_400_000 + 12_345;
-            assert_eq!(parse_rfc3339_ms(&rfc3339_ms(ms)), Ok(ms));
+    fn every_day_of_four_centuries_round_trips() {
+        // One whole cycle from 1970 on, and the same days one cycle after 9999.
+        for day in 0..146_097u64 {
+            for ms in [
+                day * 86_400_000 + 12_345,
+                LAST_OF_9999_MS + 1 + day * 86_400_000,
+            ] {
+                assert_eq!(parse_rfc3339_ms(&rfc3339_ms(ms)), Ok(ms));
+            }
         }
     }
 
@@ -185,15 +216,23 @@ mod tests {
             "2024-01-01",
             "2024-01-01T00:00:00",
             "2024-01-01T00:00:00+01:00",
+            "2024-01-01t00:00:00z",
+            "2024-01-01 00:00:00Z",
             "2023-02-29T00:00:00Z",
+            "2100-02-29T00:00:00Z",
             "2024-13-01T00:00:00Z",
+            "2024-00-01T00:00:00Z",
+            "2024-01-00T00:00:00Z",
+            "2024-04-31T00:00:00Z",
             "2024-01-01T24:00:00Z",
             "1969-12-31T23:59:59Z",
             "2024-1-01T00:00:00Z",
             "2024-01-01T00:00:00.1234Z",
             "２024-01-01T00:00:00Z",
             "2024-01-01T00:00:60Z",
+            "2024-01-01T00:60:00Z",
             "2024-01-01T00:00:00.Z",
+            "+2024-01-01T00:00:00Z",
         ] {
             assert!(parse_rfc3339_ms(bad).is_err(), "{bad:?}");
         }
