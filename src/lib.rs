@@ -118,7 +118,12 @@
 //! - `uuid`: [`Uuid7`] converts to and from `uuid::Uuid`.
 //! - `ulid`: [`Ulid`] converts to and from `ulid::Ulid`.
 //! - `postgres`: [`blocks::PostgresStore`], blocks of dense sequences from a PostgreSQL
-//!   table, for a fleet (the pure-Rust `postgres` client; nothing to install).
+//!   table, for a fleet (the pure-Rust `postgres` client; nothing to install); and [`Id`] and
+//!   [`Uuid7`] as that client's `ToSql`/`FromSql`: a `BIGINT` of the same value (so
+//!   `ORDER BY` is ID order) and a `UUID`. Reading a negative `BIGINT` as an [`Id`], or a
+//!   UUID of another version as a [`Uuid7`], is an error.
+//! - `sqlx`: the same two as sqlx's `Type`/`Encode`/`Decode` for PostgreSQL, arrays
+//!   included (`WHERE id = ANY($1)` with a slice of IDs).
 //!
 //! # Dense sequences
 //!
@@ -185,6 +190,8 @@ mod random;
 mod recent_clock;
 #[cfg(not(idgen_loom))]
 mod sharded;
+#[cfg(all(not(idgen_loom), any(feature = "postgres", feature = "sqlx")))]
+mod sql;
 mod state;
 mod sync;
 mod ulid;
