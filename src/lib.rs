@@ -142,6 +142,15 @@
 //! shows none of that and that only a key holder turns back into the ID. See
 //! [`design::opaque`].
 //!
+//! # Logging
+//!
+//! The library logs through the [`log`](https://docs.rs/log) facade, so it adds no
+//! subscriber of its own: a lease store outage beginning (warn) and ending (info), a number
+//! lost (error) and the one taken instead (info), a renewal half an interval late (warn),
+//! unusable lease records (error), and wall-clock steps the default clock refuses to follow
+//! (warn). Any `log` logger shows them, and so does a `tracing` subscriber with its `log`
+//! bridge (`tracing-log`), as the `idgen` service does. Nothing is logged on the ID paths.
+//!
 //! # Caveats
 //!
 //! - [`MonotonicClock`] only ever corrects forward. If its source runs fast against the

@@ -88,9 +88,10 @@ impl LeaseApi {
                     Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
                     Err(std::sync::TryLockError::WouldBlock) => continue,
                 };
-                eprintln!(
-                    "idgen: the lease API's lease held by {holder:?} was not renewed within \
-                     {ttl:?}; its number goes back to the store"
+                tracing::warn!(
+                    holder = %holder,
+                    "the lease API's lease was not renewed within {ttl:?}; its number goes \
+                     back to the store"
                 );
                 // Dropped, not released: the last mark written stands.
                 expired.push(held.take());
@@ -133,8 +134,8 @@ pub fn read_token(token_file: &Path) -> Result<Vec<u8>, Failure> {
         if let Ok(metadata) = std::fs::metadata(token_file)
             && metadata.permissions().mode() & 0o004 != 0
         {
-            eprintln!(
-                "idgen: warning: {flag} {} can be read by every user; chmod o-r it",
+            tracing::warn!(
+                "{flag} {} can be read by every user; chmod o-r it",
                 token_file.display()
             );
         }
@@ -289,11 +290,11 @@ impl Drop for Undelivered {
                 .spawn(move || {
                     let previous = lease.terms().resume_after_unix_ms;
                     if let Err(error) = lease.release(Some(previous)) {
-                        eprintln!("idgen: giving back a lease nobody received failed: {error}");
+                        tracing::warn!("giving back a lease nobody received failed: {error}");
                     }
                 });
             if let Err(error) = released {
-                eprintln!("idgen: giving back a lease nobody received failed: {error}");
+                tracing::warn!("giving back a lease nobody received failed: {error}");
             }
         }
     }

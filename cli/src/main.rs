@@ -6,6 +6,7 @@ mod generators;
 mod kinds;
 mod layout_args;
 mod lease_args;
+mod log;
 mod opaque;
 mod sequences;
 mod serve;
@@ -135,7 +136,9 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("idgen: {}", failure.message);
+            if !failure.logged {
+                eprintln!("idgen: {}", failure.message);
+            }
             ExitCode::from(failure.code)
         }
     }
@@ -146,6 +149,8 @@ fn main() -> ExitCode {
 pub struct Failure {
     message: String,
     code: u8,
+    /// Already written to the service's log.
+    logged: bool,
 }
 
 impl Failure {
@@ -153,6 +158,7 @@ impl Failure {
         Failure {
             message: message.into(),
             code: 2,
+            logged: false,
         }
     }
 
@@ -160,6 +166,15 @@ impl Failure {
         Failure {
             message: message.into(),
             code: 1,
+            logged: false,
+        }
+    }
+
+    /// The same failure, marked as written to the log (main prints it no more).
+    pub fn logged(self) -> Failure {
+        Failure {
+            logged: true,
+            ..self
         }
     }
 }

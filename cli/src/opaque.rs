@@ -12,15 +12,15 @@ use crate::{Failure, kinds, parse_id};
 pub const KEY_FILE_VARIABLE: &str = "IDGEN_OPAQUE_KEY_FILE";
 
 /// The codec of the key file at `path`. A key file others can read is used, with a
-/// warning; no message ever shows a key.
-pub fn load_codec(path: &Path) -> Result<Codec, Failure> {
+/// warning given to `warn`; no message ever shows a key.
+pub fn load_codec(path: &Path, warn: impl Fn(&str)) -> Result<Codec, Failure> {
     let file = KeyFile::read(path).map_err(|error| Failure::input(error.to_string()))?;
     if let Some(mode) = file.loose_permissions() {
-        eprintln!(
-            "idgen: warning: the opaque key file {} has mode {mode:04o}: others than its owner \
-             may read the keys (chmod 600 it)",
+        warn(&format!(
+            "the opaque key file {} has mode {mode:04o}: others than its owner may read the \
+             keys (chmod 600 it)",
             path.display()
-        );
+        ));
     }
     Ok(file.codec())
 }
@@ -85,7 +85,9 @@ impl OpaqueArgs {
             OpaqueCommand::Encode(args) => (args, true),
             OpaqueCommand::Decode(args) => (args, false),
         };
-        let codec = load_codec(&args.key_file)?;
+        let codec = load_codec(&args.key_file, |warning| {
+            eprintln!("idgen: warning: {warning}");
+        })?;
         let mut bad = Vec::new();
         let mut results = Vec::with_capacity(args.inputs.len());
         for text in &args.inputs {

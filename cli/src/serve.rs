@@ -22,6 +22,7 @@ use crate::generators::{self, LeaseApi};
 use crate::kinds::{CountedGenerators, KINDS, Kind};
 use crate::layout_args::LayoutArgs;
 use crate::lease_args::LeaseArgs;
+use crate::log::LogFormat;
 use crate::opaque::{self, Form};
 use crate::sequences::{self, BlockArgs, Sequences};
 use crate::{Failure, kinds, layout_json};
@@ -69,6 +70,10 @@ pub struct ServeArgs {
     /// `/v1/ids`, and `/v1/ids/{text}/decode` then takes opaque IDs too.
     #[arg(long, value_name = "FILE", env = opaque::KEY_FILE_VARIABLE, hide_env_values = true)]
     opaque_key_file: Option<std::path::PathBuf>,
+    /// How log lines (on stderr) are written; `RUST_LOG` picks which (default `info`;
+    /// `debug` adds a line per request).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "IDGEN_LOG_FORMAT")]
+    log_format: LogFormat,
     #[command(flatten)]
     blocks: BlockArgs,
     #[command(flatten)]
@@ -97,6 +102,15 @@ struct Service {
 }
 
 pub fn run(args: ServeArgs) -> Result<(), Failure> {
+    crate::log::init(args.log_format)?;
+    // Once the log is up, a failure is one of its lines (JSON too), not a line of its own.
+    run_logged(args).map_err(|failure| {
+        tracing::error!("{}", failure.message);
+        failure.logged()
+    })
+}
+
+fn run_logged(args: ServeArgs) -> Result<(), Failure> {
     if args.max_batch == 0 {
         return Err(Failure::input("--max-batch must be at least 1"));
     }
@@ -109,7 +123,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     let opaque = args
         .opaque_key_file
         .as_deref()
-        .map(opaque::load_codec)
+        .map(|path| opaque::load_codec(path, |warning| tracing::warn!("{warning}")))
         .transpose()?;
     // Before the lease, so that a clock these kinds refuse leaves no number to release.
     let counted = CountedGenerators::new()?;
@@ -122,7 +136,7 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     let store = match args.blocks.store() {
         Ok(store) => Ok(store),
         Err(failure) if !args.blocks.named() => {
-            eprintln!("idgen: sequences unavailable: {}", failure.message);
+            tracing::warn!("sequences unavailable: {}", failure.message);
             Err(format!("no block store: {}", failure.message))
         }
         Err(failure) => return Err(failure),
@@ -132,6 +146,11 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     let mut source = args.lease.source(layout)?;
     source.holder = Some(format!("idgen serve, pid {}", std::process::id()));
     let generator = source.acquire(layout)?;
+    tracing::info!(
+        worker = generator.worker(),
+        datacenter = generator.datacenter(),
+        "lease taken"
+    );
     let lease_api = token.map(|token| Arc::new(LeaseApi::new(token, source, layout)));
     let service = Arc::new(Service {
         generator,
@@ -171,11 +190,11 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     let released =
         released.map_err(|error| Failure::runtime(format!("releasing the lease: {error}")))?;
     if released {
-        eprintln!("idgen: stopped; worker number released");
+        tracing::info!("stopped; worker number released");
     } else {
-        eprintln!(
-            "idgen: stopped with a batch still running; the worker number is left to expire \
-             (its successor waits for the mark)"
+        tracing::warn!(
+            "stopped with a batch still running; the worker number is left to expire (its \
+             successor waits for the mark)"
         );
     }
     Ok(())
@@ -194,6 +213,7 @@ async fn serve(service: Arc<Service>, listen: SocketAddr, grace: Duration) -> Re
         service.generator.worker(),
         service.generator.datacenter()
     );
+    tracing::info!(%address, "listening");
     if let Some(api) = service.lease_api.clone() {
         // Leases not renewed within a TTL go back to the store.
         tokio::spawn(async move {
@@ -212,7 +232,7 @@ async fn serve(service: Arc<Service>, listen: SocketAddr, grace: Duration) -> Re
         let stopping = Arc::clone(&stopping);
         async move {
             shutdown_signal().await;
-            eprintln!("idgen: shutting down: finishing open requests");
+            tracing::info!("shutting down: finishing open requests");
             stopping.notify_one();
         }
     });
@@ -221,11 +241,11 @@ async fn serve(service: Arc<Service>, listen: SocketAddr, grace: Duration) -> Re
     let deadline = async {
         stopping.notified().await;
         tokio::select! {
-            _ = tokio::time::sleep(grace) => eprintln!(
-                "idgen: open requests did not finish within {} s; stopping anyway",
+            _ = tokio::time::sleep(grace) => tracing::warn!(
+                "open requests did not finish within {} s; stopping anyway",
                 grace.as_secs()
             ),
-            _ = shutdown_signal() => eprintln!("idgen: second signal; stopping now"),
+            _ = shutdown_signal() => tracing::warn!("second signal; stopping now"),
         }
     };
     tokio::select! {
@@ -296,7 +316,17 @@ async fn count_responses(
     request: Request,
     next: Next,
 ) -> Response {
+    // The path without its query: a line per request, at debug.
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let started = std::time::Instant::now();
     let response = next.run(request).await;
+    tracing::debug!(
+        %method,
+        path = %kinds::shown(&path),
+        status = response.status().as_u16(),
+        micros = started.elapsed().as_micros() as u64,
+        "request"
+    );
     let status = usize::from(response.status().as_u16());
     if let Some(counter) = status
         .checked_sub(100)

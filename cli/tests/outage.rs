@@ -217,6 +217,11 @@ fn through_an_outage_healthz_says_so_and_ids_flow_until_the_mark() {
         metric(&service, "idgen_lease_outage "),
         "idgen_lease_outage 0"
     );
+    // The log has a line for the outage's start and one for its end.
+    let (status, log) = service.terminate_with_log();
+    assert!(status.success(), "{log}");
+    assert!(log.contains("lease store outage"), "{log}");
+    assert!(log.contains("reachable again"), "{log}");
 }
 
 /// Collects `count=100` batches from `service` until `stop`: every ID, and the wall-clock

@@ -287,10 +287,18 @@ pub(super) fn keep<C: Clock>(keepers: &[Keeper<C>], control: &Control) {
     let retry: Vec<Cell<Duration>> = keepers.iter().map(|_| Cell::new(RETRY_FIRST)).collect();
     // One attempt for number `i` if it is due; `meanwhile` for a reacquire's wait.
     let attempt = |i: usize, meanwhile: &dyn Fn()| {
-        if Instant::now() < next_attempt[i].get() {
+        let due = next_attempt[i].get();
+        if Instant::now() < due {
             return;
         }
+        let renewing = !keepers[i].is_lost();
         if keepers[i].attempt(meanwhile) {
+            // Half an interval late is a store or a process too slow for comfort: the
+            // margin before the lease's end is what absorbs it.
+            let late = Instant::now().saturating_duration_since(due);
+            if renewing && late > renew_every / 2 {
+                keepers[i].renewed_late(late);
+            }
             retry[i].set(RETRY_FIRST);
             next_attempt[i].set(Instant::now() + renew_every);
         } else {
@@ -369,6 +377,18 @@ impl<C: Clock> Keeper<C> {
                 self.generator.datacenter()
             );
         }
+    }
+
+    /// A renewal got through `late` after it fell due.
+    fn renewed_late(&self, late: Duration) {
+        log::warn!(
+            "idgen: worker {} of datacenter {} renewed {} ms late (renewing every {} ms): the \
+             lease store or this process is slow",
+            self.generator.worker(),
+            self.generator.datacenter(),
+            late.as_millis(),
+            self.timing.renew_every.as_millis()
+        );
     }
 
     /// A renewal failed for a reason that may pass: begins an outage, if none was running.

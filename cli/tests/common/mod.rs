@@ -31,6 +31,8 @@ pub fn new_lease_dir(name: &str) -> PathBuf {
 /// `IDGEN_ETCD_ENDPOINTS` and `IDGEN_POSTGRES_URL` for the tests themselves).
 pub fn idgen_command() -> Command {
     let mut command = Command::new(BIN);
+    // RUST_LOG too: the tests of the log set it themselves.
+    command.env_remove("RUST_LOG");
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("IDGEN_") {
             command.env_remove(name);
