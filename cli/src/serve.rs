@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -16,6 +16,12 @@ use clap::Args;
 use idgen::Layout;
 use idgen::lease::{LeaseState, LeasedGenerator};
 use idgen::opaque::Codec;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 
 use crate::generators::{self, LeaseApi};
@@ -99,6 +105,17 @@ struct Service {
     issued_by_kind: [AtomicU64; 3],
     /// Responses by status code, 100 to 599.
     responses: Vec<AtomicU64>,
+    /// Request latency by endpoint and method.
+    latency: Family<Labels, Histogram, fn() -> Histogram>,
+}
+
+/// A metric's labels: (name, value) pairs.
+type Labels = Vec<(String, String)>;
+
+/// 50 µs to 1.6 s, doubling: a batch made inline takes microseconds, one that waits for
+/// later milliseconds or a block store up to seconds.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
 }
 
 pub fn run(args: ServeArgs) -> Result<(), Failure> {
@@ -164,6 +181,7 @@ fn run_logged(args: ServeArgs) -> Result<(), Failure> {
         ids_issued: AtomicU64::new(0),
         issued_by_kind: Default::default(),
         responses: (0..500).map(|_| AtomicU64::new(0)).collect(),
+        latency: Family::new_with_constructor(latency_histogram),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -318,8 +336,21 @@ async fn count_responses(
 ) -> Response {
     // The path without its query: a line per request, at debug.
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    // The route's pattern, so that the histogram has a series per endpoint, not per ID.
+    let endpoint = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str)
+        .to_owned();
     let started = std::time::Instant::now();
     let response = next.run(request).await;
+    service
+        .latency
+        .get_or_create(&vec![
+            ("endpoint".to_string(), endpoint),
+            ("method".to_string(), method.to_string()),
+        ])
+        .observe(started.elapsed().as_secs_f64());
     tracing::debug!(
         %method,
         path = %kinds::shown(&path),
@@ -664,183 +695,198 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
     // Waits and refusals of every kind: the leased Snowflake generator and the 128-bit ones.
     let generator = service.generator.stats() + service.counted.stats();
     let lease = service.generator.lease_stats();
-    let mut text = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, samples: &[(String, u64)]| {
-        text += &format!("# HELP {name} {help}\n# TYPE {name} {kind}\n");
-        for (labels, value) in samples {
-            text += &format!("{name}{labels} {value}\n");
+    let (round_trips, failed_round_trips, sequences) = service.sequences.round_trips();
+    // The values of this moment, in a registry of their own; the latency histogram lives
+    // on and joins it. Counters are named without `_total`: the encoder adds it.
+    let mut registry = Registry::default();
+    // An unlabelled sample is a plain metric (no `{}` after its name), labelled ones a family.
+    let mut counter = |name: &str, help: &str, samples: Vec<(Labels, u64)>| match &samples[..] {
+        [(labels, value)] if labels.is_empty() => {
+            let counter = Counter::<u64>::default();
+            counter.inc_by(*value);
+            registry.register(name, help, counter);
+        }
+        _ => {
+            let family = Family::<Labels, Counter>::default();
+            for (labels, value) in samples {
+                family.get_or_create(&labels).inc_by(value);
+            }
+            registry.register(name, help, family);
         }
     };
-    let one = |value: u64| vec![(String::new(), value)];
-    metric(
-        "idgen_ids_issued_total",
-        "counter",
-        "IDs handed out over HTTP, of every kind.",
-        &one(service.ids_issued.load(Ordering::Relaxed)),
+    let one = |value: u64| vec![(Labels::new(), value)];
+    let label = |name: &str, value: &str| vec![(name.to_string(), value.to_string())];
+    counter(
+        "idgen_ids_issued",
+        "IDs handed out over HTTP, of every kind",
+        one(service.ids_issued.load(Ordering::Relaxed)),
     );
-    let by_kind: Vec<(String, u64)> = KINDS
-        .iter()
-        .zip(&service.issued_by_kind)
-        .map(|(kind, count)| {
-            (
-                format!("{{kind=\"{}\"}}", kind.name()),
-                count.load(Ordering::Relaxed),
-            )
-        })
-        .collect();
-    metric(
-        "idgen_ids_issued_by_kind_total",
-        "counter",
-        "IDs handed out over HTTP, by kind.",
-        &by_kind,
+    counter(
+        "idgen_ids_issued_by_kind",
+        "IDs handed out over HTTP, by kind",
+        KINDS
+            .iter()
+            .zip(&service.issued_by_kind)
+            .map(|(kind, count)| (label("kind", kind.name()), count.load(Ordering::Relaxed)))
+            .collect(),
     );
-    let by_status: Vec<(String, u64)> = service
-        .responses
-        .iter()
-        .enumerate()
-        .filter_map(|(i, count)| {
-            let count = count.load(Ordering::Relaxed);
-            (count > 0).then(|| (format!("{{status=\"{}\"}}", i + 100), count))
-        })
-        .collect();
-    metric(
-        "idgen_http_requests_total",
-        "counter",
-        "HTTP responses by status code.",
-        &by_status,
+    counter(
+        "idgen_http_requests",
+        "HTTP responses by status code",
+        service
+            .responses
+            .iter()
+            .enumerate()
+            .filter_map(|(i, count)| {
+                let count = count.load(Ordering::Relaxed);
+                (count > 0).then(|| (label("status", &(i + 100).to_string()), count))
+            })
+            .collect(),
     );
-    let (round_trips, failed_round_trips, sequences) = service.sequences.round_trips();
-    metric(
-        "idgen_sequence_values_issued_total",
-        "counter",
-        "Sequence values handed out over HTTP, of every sequence.",
-        &one(service.sequences.values_issued.load(Ordering::Relaxed)),
+    counter(
+        "idgen_sequence_values_issued",
+        "Sequence values handed out over HTTP, of every sequence",
+        one(service.sequences.values_issued.load(Ordering::Relaxed)),
     );
-    metric(
-        "idgen_block_round_trips_total",
-        "counter",
-        "Block requests sent to the block store by the current allocators.",
-        &one(round_trips),
+    counter(
+        "idgen_block_round_trips",
+        "Block requests sent to the block store by the current allocators",
+        one(round_trips),
     );
-    metric(
-        "idgen_block_round_trips_failed_total",
-        "counter",
-        "Block requests that failed (the store away or refusing).",
-        &one(failed_round_trips),
+    counter(
+        "idgen_block_round_trips_failed",
+        "Block requests that failed (the store away or refusing)",
+        one(failed_round_trips),
     );
-    metric(
-        "idgen_sequences",
-        "gauge",
-        "Sequences with an allocator in this process.",
-        &one(sequences as u64),
+    counter(
+        "idgen_overflow_waits",
+        "Calls that found their millisecond's sequence used up and waited",
+        one(generator.sequence_exhausted),
     );
-    metric(
-        "idgen_overflow_waits_total",
-        "counter",
-        "Calls that found their millisecond's sequence used up and waited.",
-        &one(generator.sequence_exhausted),
+    counter(
+        "idgen_clock_behind",
+        "Calls that found the clock behind the last issued millisecond, within tolerance",
+        one(generator.clock_behind),
     );
-    metric(
-        "idgen_clock_behind_total",
-        "counter",
-        "Calls that found the clock behind the last issued millisecond, within tolerance.",
-        &one(generator.clock_behind),
-    );
-    metric(
-        "idgen_refusals_total",
-        "counter",
+    counter(
+        "idgen_refusals",
         "Calls refused, by reason: clock_behind (behind beyond tolerance, or before the \
-         epoch), lease (not valid), exhausted (the layout's time field ran out).",
-        &[
+         epoch), lease (not valid), exhausted (the layout's time field ran out)",
+        vec![
             (
-                r#"{reason="clock_behind"}"#.into(),
+                label("reason", "clock_behind"),
                 generator.refused_clock_behind,
             ),
-            (r#"{reason="lease"}"#.into(), generator.refused_lease),
+            (label("reason", "lease"), generator.refused_lease),
             (
-                r#"{reason="exhausted"}"#.into(),
+                label("reason", "exhausted"),
                 generator.refused_time_exhausted,
             ),
         ],
     );
-    metric(
-        "idgen_lease_renewals_total",
-        "counter",
-        "Successful lease renewals.",
-        &one(lease.renewals),
+    counter(
+        "idgen_lease_renewals",
+        "Successful lease renewals",
+        one(lease.renewals),
     );
-    metric(
-        "idgen_lease_renewal_failures_total",
-        "counter",
-        "Failed lease renewal attempts.",
-        &one(lease.renewal_failures),
+    counter(
+        "idgen_lease_renewal_failures",
+        "Failed lease renewal attempts",
+        one(lease.renewal_failures),
     );
-    metric(
-        "idgen_lease_reacquisitions_total",
-        "counter",
-        "Worker numbers taken after the previous one was lost.",
-        &one(lease.reacquisitions),
+    counter(
+        "idgen_lease_reacquisitions",
+        "Worker numbers taken after the previous one was lost",
+        one(lease.reacquisitions),
     );
-    metric(
-        "idgen_lease_outages_total",
-        "counter",
-        "Lease store outages: runs of failed renewals, counted when each begins.",
-        &one(lease.outages),
+    counter(
+        "idgen_lease_outages",
+        "Lease store outages: runs of failed renewals, counted when each begins",
+        one(lease.outages),
     );
-    metric(
+    let mut gauge = |name: &str, help: &str, labels: Labels, value: u64| {
+        let value = i64::try_from(value).unwrap_or(i64::MAX);
+        if labels.is_empty() {
+            let gauge = Gauge::<i64>::default();
+            gauge.set(value);
+            registry.register(name, help, gauge);
+        } else {
+            let family = Family::<Labels, Gauge>::default();
+            family.get_or_create(&labels).set(value);
+            registry.register(name, help, family);
+        }
+    };
+    gauge(
+        "idgen_sequences",
+        "Sequences with an allocator in this process",
+        Labels::new(),
+        sequences as u64,
+    );
+    gauge(
         "idgen_lease_outage",
-        "gauge",
-        "1 while renewals fail and IDs are still issued up to the mark, else 0.",
-        &one(u64::from(lease.state == LeaseState::Outage)),
+        "1 while renewals fail and IDs are still issued up to the mark, else 0",
+        Labels::new(),
+        u64::from(lease.state == LeaseState::Outage),
     );
-    metric(
+    gauge(
         "idgen_lease_valid",
-        "gauge",
         "1 while IDs are issued (the lease is valid, or an outage has not reached the \
-         mark), else 0.",
-        &one(u64::from(matches!(
+         mark), else 0",
+        Labels::new(),
+        u64::from(matches!(
             lease.state,
             LeaseState::Valid | LeaseState::Outage
-        ))),
+        )),
     );
-    metric(
+    gauge(
         "idgen_lease_valid_for_milliseconds",
-        "gauge",
-        "Milliseconds left before the mark (0: past it).",
-        &[(String::new(), lease.valid_for_ms.max(0) as u64)],
+        "Milliseconds left before the mark (0: past it)",
+        Labels::new(),
+        lease.valid_for_ms.max(0) as u64,
     );
-    metric(
+    gauge(
         "idgen_lease_api_leases",
-        "gauge",
-        "Worker numbers leased through the lease API and held now.",
-        &one(service
+        "Worker numbers leased through the lease API and held now",
+        Labels::new(),
+        service
             .lease_api
             .as_ref()
-            .map_or(0, |api| api.held() as u64)),
+            .map_or(0, |api| api.held() as u64),
     );
-    metric(
+    gauge(
         "idgen_worker",
-        "gauge",
-        "The worker number held.",
-        &[(
-            format!("{{datacenter=\"{}\"}}", lease.datacenter),
-            lease.worker,
-        )],
+        "The worker number held",
+        label("datacenter", &lease.datacenter.to_string()),
+        lease.worker,
     );
-    metric(
+    gauge(
         "idgen_worker_info",
-        "gauge",
         "1, labelled with the (datacenter, worker) pair held: two processes reporting the \
-         same pair is an alert.",
-        &[(
-            format!(
-                "{{datacenter=\"{}\",worker=\"{}\"}}",
-                lease.datacenter, lease.worker
-            ),
-            1,
-        )],
+         same pair is an alert",
+        vec![
+            ("datacenter".to_string(), lease.datacenter.to_string()),
+            ("worker".to_string(), lease.worker.to_string()),
+        ],
+        1,
     );
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+    registry.register(
+        "idgen_http_request_duration_seconds",
+        "Time from a request's arrival to its response, by endpoint (the route's pattern; \
+         \"unmatched\" for no route) and method",
+        service.latency.clone(),
+    );
+    let mut text = String::new();
+    if let Err(error) = encode(&mut text, &registry) {
+        return ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response();
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
 }
 
 async fn not_found() -> ApiError {

@@ -164,8 +164,24 @@ fn decode_layout_healthz_and_metrics_answer() {
     assert_eq!(health.json()["lease"], "Valid");
     let metrics = service.get("/metrics");
     assert_eq!(metrics.status, 200);
-    assert!(metrics.content_type.starts_with("text/plain"));
+    assert!(
+        metrics
+            .content_type
+            .starts_with("application/openmetrics-text"),
+        "{}",
+        metrics.content_type
+    );
+    assert!(metrics.body.ends_with("# EOF\n"), "{}", metrics.body);
     for line in [
+        "# TYPE idgen_ids_issued counter\n",
+        "# TYPE idgen_lease_valid gauge\n",
+        "# TYPE idgen_http_request_duration_seconds histogram\n",
+        // The latency of each request before this one, by the route's pattern (the two
+        // decoded IDs share one series) and method.
+        "idgen_http_request_duration_seconds_count{endpoint=\"/v1/ids\",method=\"GET\"} 1\n",
+        "idgen_http_request_duration_seconds_count{endpoint=\"/v1/ids/{id}/decode\",method=\"GET\"} 2\n",
+        "idgen_http_request_duration_seconds_count{endpoint=\"/healthz\",method=\"GET\"} 1\n",
+        "idgen_http_request_duration_seconds_bucket{le=\"+Inf\",endpoint=\"/v1/layout\",method=\"GET\"} 1\n",
         "idgen_ids_issued_total 1\n",
         "idgen_http_requests_total{status=\"200\"} 5\n",
         "idgen_overflow_waits_total ",

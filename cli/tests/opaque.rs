@@ -442,7 +442,7 @@ fn the_service_issues_opaque_ids_and_decodes_them_back() {
     let (status, log) = service.terminate_with_log();
     assert!(status.success(), "{log}");
     // Mode 0640: the service warns, and shows no key.
-    assert!(log.contains("warning") && log.contains("0640"), "{log}");
+    assert!(log.contains("WARN") && log.contains("0640"), "{log}");
     assert_no_key_in(&log);
 }
 
