@@ -43,13 +43,7 @@ impl Kind {
     }
 }
 
-/// Untrusted text as an error message shows it: at most 64 characters.
-pub fn shown(text: &str) -> String {
-    match text.char_indices().nth(64) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text.to_string(),
-    }
-}
+pub use idgen_cli::input::shown;
 
 /// One generator of each 128-bit kind, built once for the process.
 pub struct CountedGenerators {

@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 
 use crate::Failure;
 use crate::kinds;
-use crate::serve::{ApiError, count_from_json, read_json_object};
+use crate::serve::{ApiError, read_json_object};
+use idgen_cli::input::count_from_json;
 
 /// Where sequences' blocks come from.
 #[derive(Args, Clone)]
@@ -229,7 +230,7 @@ async fn next_values(
     }
     let count = match fields.get("count") {
         None => return Err(ApiError::bad(r#"count is missing: send {"count": N}"#)),
-        Some(count) => count_from_json(count, sequences.max_batch)?,
+        Some(count) => count_from_json(count, sequences.max_batch).map_err(ApiError::bad)?,
     };
     // Making an allocator starts a thread, and a call may wait on the store: neither on an
     // async worker.

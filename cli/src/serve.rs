@@ -32,6 +32,7 @@ use crate::log::LogFormat;
 use crate::opaque::{self, Form};
 use crate::sequences::{self, BlockArgs, Sequences};
 use crate::{Failure, kinds, layout_json};
+use idgen_cli::input;
 
 /// Request bodies above this are refused with 413: `{"count": N}` needs a few bytes.
 const MAX_BODY_BYTES: usize = 4 * 1024;
@@ -372,40 +373,21 @@ async fn get_ids(
     State(service): State<Arc<Service>>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    let pairs = query_pairs(query.as_deref().unwrap_or(""))?;
-    let count = count_from_query(&pairs, service.max_batch)?;
-    let kind = once_in_query(&pairs, &["kind"], "give the kind once, as kind=...")?
+    let pairs = input::query_pairs(query.as_deref().unwrap_or("")).map_err(ApiError::bad)?;
+    let count = input::count_from_query(&pairs, service.max_batch).map_err(ApiError::bad)?;
+    let kind = input::once_in_query(&pairs, &["kind"], "give the kind once, as kind=...")
+        .map_err(ApiError::bad)?
         .map(Kind::parse)
         .transpose()
         .map_err(ApiError::bad)?
         .unwrap_or(Kind::Snowflake);
-    let form = once_in_query(&pairs, &["form"], "give the form once, as form=...")?
+    let form = input::once_in_query(&pairs, &["form"], "give the form once, as form=...")
+        .map_err(ApiError::bad)?
         .map(Form::parse)
         .transpose()
         .map_err(ApiError::bad)?
         .unwrap_or(Form::Plain);
     issue(service, count, kind, form).await
-}
-
-/// The parameters `/v1/ids` takes: anything else (a misspelt `Kind=ulid`) is refused rather
-/// than ignored, so a request never silently gets another kind than it asked for.
-const ID_PARAMETERS: [&str; 4] = ["count", "n", "kind", "form"];
-
-/// A query string's parameters, percent-decoded; any but [`ID_PARAMETERS`] is a 400.
-fn query_pairs(query: &str) -> Result<Vec<(String, String)>, ApiError> {
-    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
-        .map(|(key, value)| (key.into_owned(), value.into_owned()))
-        .collect();
-    if let Some((key, _)) = pairs
-        .iter()
-        .find(|(key, _)| !ID_PARAMETERS.contains(&key.as_str()))
-    {
-        return Err(ApiError::bad(format!(
-            "unknown parameter {:?}: /v1/ids takes count (or n), kind and form",
-            kinds::shown(key)
-        )));
-    }
-    Ok(pairs)
 }
 
 async fn post_ids(
@@ -431,27 +413,15 @@ async fn post_ids(
     }
     let count = match fields.get("count") {
         None => return Err(ApiError::bad(r#"count is missing: send {"count": N}"#)),
-        Some(count) => count_from_json(count, service.max_batch)?,
+        Some(count) => input::count_from_json(count, service.max_batch).map_err(ApiError::bad)?,
     };
-    let kind = named_field(&fields, "kind", Kind::NAMES, Kind::parse)?.unwrap_or(Kind::Snowflake);
-    let form = named_field(&fields, "form", Form::NAMES, Form::parse)?.unwrap_or(Form::Plain);
+    let kind = input::named_field(&fields, "kind", Kind::NAMES, Kind::parse)
+        .map_err(ApiError::bad)?
+        .unwrap_or(Kind::Snowflake);
+    let form = input::named_field(&fields, "form", Form::NAMES, Form::parse)
+        .map_err(ApiError::bad)?
+        .unwrap_or(Form::Plain);
     issue(service, count, kind, form).await
-}
-
-/// The body field `name`, if given: a string that `parse` accepts (`names` says which).
-fn named_field<T>(
-    fields: &serde_json::Map<String, Value>,
-    name: &str,
-    names: &str,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Option<T>, ApiError> {
-    match fields.get(name) {
-        None => Ok(None),
-        Some(Value::String(text)) => parse(text).map(Some).map_err(ApiError::bad),
-        Some(other) => Err(ApiError::bad(format!(
-            "{name} must be {names}; got {other}"
-        ))),
-    }
 }
 
 /// A JSON object body, sent with `Content-Type: application/json`; `example` shows one in
@@ -473,14 +443,7 @@ pub async fn read_json_object(
         ));
     }
     let body = read_body(body).await?;
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|error| ApiError::bad(format!("malformed JSON: {error}")))?;
-    match value {
-        Value::Object(fields) => Ok(fields),
-        _ => Err(ApiError::bad(format!(
-            "the body must be a JSON object such as {example}"
-        ))),
-    }
+    input::json_object(&body, example).map_err(ApiError::bad)
 }
 
 /// The whole body, at most [`MAX_BODY_BYTES`], within [`BODY_READ_TIMEOUT`].
@@ -559,97 +522,6 @@ async fn issue(
     let slot = KINDS.iter().position(|&k| k == kind).unwrap_or_default();
     service.issued_by_kind[slot].fetch_add(ids.len() as u64, Ordering::Relaxed);
     Ok(axum::Json(json!({ "ids": ids })).into_response())
-}
-
-/// The value of the one parameter named by any of `keys`, if there is one; `twice` is the
-/// error for a query that gives it more than once.
-fn once_in_query<'q>(
-    pairs: &'q [(String, String)],
-    keys: &[&str],
-    twice: &str,
-) -> Result<Option<&'q str>, ApiError> {
-    let mut found = None;
-    for (key, value) in pairs {
-        if keys.contains(&key.as_str()) {
-            if found.is_some() {
-                return Err(ApiError::bad(twice));
-            }
-            found = Some(value.as_str());
-        }
-    }
-    Ok(found)
-}
-
-/// `count=N` or `n=N`, exactly once.
-fn count_from_query(pairs: &[(String, String)], max: usize) -> Result<usize, ApiError> {
-    let found = once_in_query(
-        pairs,
-        &["count", "n"],
-        "give the count once, as count=N or n=N",
-    )?;
-    let Some(text) = found else {
-        return Err(ApiError::bad("count is missing: ask for /v1/ids?count=N"));
-    };
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    let whole = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
-    if !whole {
-        return Err(ApiError::bad(format!(
-            "count must be a whole number; got {text:?}"
-        )));
-    }
-    if text.starts_with('-') {
-        return Err(ApiError::bad(format!(
-            "count must be at least 1; got {text}"
-        )));
-    }
-    // Digits only: a failed parse can only mean too large.
-    let count = text.parse::<u64>().unwrap_or(u64::MAX);
-    check_count(count, max)
-}
-
-pub fn count_from_json(value: &Value, max: usize) -> Result<usize, ApiError> {
-    let Value::Number(number) = value else {
-        return Err(ApiError::bad(format!(
-            "count must be a number; got {value}"
-        )));
-    };
-    if let Some(count) = number.as_u64() {
-        return check_count(count, max);
-    }
-    if let Some(negative) = number.as_i64() {
-        return Err(ApiError::bad(format!(
-            "count must be at least 1; got {negative}"
-        )));
-    }
-    match number.as_f64() {
-        // A whole number written with a fraction part or an exponent (5.0, 5e3): JSON does
-        // not tell them apart from 5 and 5000. Beyond 2^53 a float is not exact: too large.
-        Some(float) if float.fract() == 0.0 && (1.0..=9_007_199_254_740_992.0).contains(&float) => {
-            check_count(float as u64, max)
-        }
-        Some(float) if float.fract() == 0.0 && float >= 1.0 => check_count(u64::MAX, max),
-        Some(float) if float < 1.0 && float.fract() == 0.0 => Err(ApiError::bad(format!(
-            "count must be at least 1; got {number}"
-        ))),
-        _ => Err(ApiError::bad(format!(
-            "count must be a whole number; got {number}"
-        ))),
-    }
-}
-
-fn check_count(count: u64, max: usize) -> Result<usize, ApiError> {
-    if count == 0 {
-        return Err(ApiError::bad("count must be at least 1; got 0"));
-    }
-    match usize::try_from(count) {
-        Ok(count) if count <= max => Ok(count),
-        _ if count == u64::MAX => Err(ApiError::bad(format!(
-            "count is above the maximum of {max}"
-        ))),
-        _ => Err(ApiError::bad(format!(
-            "count {count} is above the maximum of {max}"
-        ))),
-    }
 }
 
 /// A debugging aid: the kind and creation time of an ID, and for a Snowflake ID its parts
