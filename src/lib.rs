@@ -188,6 +188,9 @@ pub mod blocks;
 mod clock;
 mod counted;
 mod error;
+#[cfg(all(fuzzing, not(idgen_loom)))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod generator;
 mod id;
 mod layout;

@@ -71,6 +71,7 @@ mod postgres_types_impls {
 mod sqlx_impls {
     use sqlx::encode::IsNull;
     use sqlx::error::BoxDynError;
+    use sqlx::postgres::types::Oid;
     use sqlx::postgres::{PgArgumentBuffer, PgHasArrayType, PgTypeInfo, PgValueRef};
     use sqlx::{Decode, Encode, Postgres, Type};
 
@@ -107,13 +108,15 @@ mod sqlx_impls {
 
     impl Type<Postgres> for Uuid7 {
         fn type_info() -> PgTypeInfo {
-            PgTypeInfo::with_name("uuid")
+            // By OID (PostgreSQL's fixed `uuid` and `uuid[]`): no catalog lookup, no
+            // search_path.
+            PgTypeInfo::with_oid(Oid(2950))
         }
     }
 
     impl PgHasArrayType for Uuid7 {
         fn array_type_info() -> PgTypeInfo {
-            PgTypeInfo::with_name("_uuid")
+            PgTypeInfo::with_oid(Oid(2951))
         }
     }
 

@@ -120,6 +120,19 @@ fn ids_and_uuid7s_round_trip_through_sqlx() {
             .unwrap()
             .get(0);
         assert_eq!(count, 10);
+        let count: i64 = sqlx::query("SELECT count(*) FROM things WHERE uuid = ANY($1)")
+            .bind(&uuids[..7])
+            .fetch_one(&mut db)
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(count, 7);
+        let back: Vec<Uuid7> = sqlx::query("SELECT array_agg(uuid ORDER BY uuid) FROM things")
+            .fetch_one(&mut db)
+            .await
+            .unwrap()
+            .get(0);
+        assert_sorted_back(&uuids, &back);
 
         let negative = sqlx::query("SELECT -1::BIGINT")
             .fetch_one(&mut db)
@@ -131,7 +144,8 @@ fn ids_and_uuid7s_round_trip_through_sqlx() {
             .await
             .unwrap();
         assert!(v4.try_get::<Uuid7, _>(0).is_err());
-        // An ID is not a UUID: refused by the type check, not written as something else.
+        // An ID is not a UUID: the server refuses the BIGINT where a UUID is wanted, so
+        // nothing is written as something else.
         let wrong = sqlx::query("SELECT $1::UUID")
             .bind(ids[3])
             .fetch_one(&mut db)

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use clap::builder::NonEmptyStringValueParser;
 use idgen::lease::{FileStore, LeaseStore, LeasedGenerator, NumberState, WorkerRange};
 use idgen::{Generator, Layout};
 
@@ -31,7 +32,8 @@ pub struct StoreArgs {
         long,
         value_name = "URL,...",
         env = "IDGEN_ETCD",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = NonEmptyStringValueParser::new()
     )]
     etcd: Option<String>,
     /// The etcd key prefix.
@@ -70,7 +72,12 @@ pub struct RangeArgs {
     #[arg(long, default_value_t = 0, env = "IDGEN_DATACENTER")]
     datacenter: u64,
     /// The worker numbers, `A-B` (default: all of the layout's).
-    #[arg(long, value_name = "A-B", env = "IDGEN_WORKERS")]
+    #[arg(
+        long,
+        value_name = "A-B",
+        env = "IDGEN_WORKERS",
+        value_parser = NonEmptyStringValueParser::new()
+    )]
     workers: Option<String>,
 }
 

@@ -42,7 +42,8 @@ pub struct BlockArgs {
         long,
         value_name = "URL",
         env = "IDGEN_POSTGRES",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = clap::builder::NonEmptyStringValueParser::new()
     )]
     postgres: Option<String>,
 }

@@ -110,6 +110,19 @@ struct Service {
     latency: Family<Labels, Histogram, fn() -> Histogram>,
 }
 
+/// The method as a label: one of the few the service answers, else `other`, so that no
+/// client can add series by inventing methods.
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        _ => "other",
+    }
+}
+
 /// A metric's labels: (name, value) pairs.
 type Labels = Vec<(String, String)>;
 
@@ -123,8 +136,14 @@ pub fn run(args: ServeArgs) -> Result<(), Failure> {
     crate::log::init(args.log_format)?;
     // Once the log is up, a failure is one of its lines (JSON too), not a line of its own.
     run_logged(args).map_err(|failure| {
-        tracing::error!("{}", failure.message);
-        failure.logged()
+        // A RUST_LOG that hides this line (`off`, or directives for other targets only)
+        // leaves the message to main, so that a failure is never silent.
+        if tracing::enabled!(tracing::Level::ERROR) {
+            tracing::error!("{}", failure.message);
+            failure.logged()
+        } else {
+            failure
+        }
     })
 }
 
@@ -349,7 +368,7 @@ async fn count_responses(
         .latency
         .get_or_create(&vec![
             ("endpoint".to_string(), endpoint),
-            ("method".to_string(), method.to_string()),
+            ("method".to_string(), method_label(&method).to_string()),
         ])
         .observe(started.elapsed().as_secs_f64());
     tracing::debug!(
@@ -743,8 +762,8 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
     );
     registry.register(
         "idgen_http_request_duration_seconds",
-        "Time from a request's arrival to its response, by endpoint (the route's pattern; \
-         \"unmatched\" for no route) and method",
+        "Time from a request's arrival to its response, by endpoint (the route's pattern, or \
+         unmatched) and method (GET, POST, DELETE, HEAD or other)",
         service.latency.clone(),
     );
     let mut text = String::new();

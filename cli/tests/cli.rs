@@ -525,3 +525,35 @@ fn variables_set_flags_and_never_override_a_conflicting_flag_silently() {
     assert_eq!(status.code(), Some(2));
     assert!(stderr.contains("--datacenter"), "{stderr}");
 }
+
+#[test]
+fn secrets_in_variables_stay_out_of_help_and_empty_stores_are_refused() {
+    let env = [
+        (
+            "IDGEN_POSTGRES",
+            std::path::Path::new("postgresql://u:hunter2@db/x"),
+        ),
+        (
+            "IDGEN_ETCD",
+            std::path::Path::new("http://root:hunter2@etcd:2379"),
+        ),
+    ];
+    let (status, help, stderr) = idgen_with_env(&["serve", "--help"], &env);
+    assert!(status.success(), "{stderr}");
+    assert!(help.contains("[env: IDGEN_POSTGRES]"), "{help}");
+    assert!(!help.contains("hunter2"), "{help}");
+    for (variable, command) in [
+        ("IDGEN_ETCD", &["next"][..]),
+        ("IDGEN_WORKERS", &["next"]),
+        ("IDGEN_POSTGRES", &["seq", "next", "orders"]),
+    ] {
+        let (status, stdout, stderr) =
+            idgen_with_env(command, &[(variable, std::path::Path::new(""))]);
+        assert_eq!(status.code(), Some(2), "{variable}: {stderr}");
+        assert!(stdout.is_empty());
+        assert!(
+            stderr.contains("empty") || stderr.contains("a value is required"),
+            "{variable}: {stderr}"
+        );
+    }
+}

@@ -887,3 +887,21 @@ fn the_service_takes_its_settings_from_variables() {
     assert!(reply.error().contains("maximum of 5"), "{}", reply.error());
     assert!(dir.join("store.idgen").exists());
 }
+
+#[test]
+fn invented_methods_add_no_metric_series() {
+    let dir = new_lease_dir("methods");
+    let service = Service::start(&dir, &[]);
+    for i in 0..30 {
+        let reply = service.request(&format!("FOO{i}"), "/v1/ids", &[], b"");
+        assert_eq!(reply.status, 405);
+    }
+    let metrics = service.get("/metrics").body;
+    assert!(!metrics.contains("FOO"), "{metrics}");
+    assert!(
+        metrics.contains(
+            "idgen_http_request_duration_seconds_count{endpoint=\"/v1/ids\",method=\"other\"} 30\n"
+        ),
+        "{metrics}"
+    );
+}

@@ -114,6 +114,24 @@ fn text_lines_at_info_by_default_and_a_bad_filter_is_refused() {
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stdout.is_empty());
     assert!(stderr.contains("RUST_LOG"), "{stderr}");
+    // A failure after the log is up is never silent, even with a filter that hides it.
+    for filter in ["off", "hyper=debug", "info"] {
+        let (status, _, stderr) = common::idgen_with_env(
+            &[
+                "serve",
+                "--lease-dir",
+                dir.to_str().unwrap(),
+                "--max-batch",
+                "0",
+            ],
+            &[("RUST_LOG", std::path::Path::new(filter))],
+        );
+        assert_eq!(status.code(), Some(2), "{filter}: {stderr}");
+        assert!(
+            stderr.contains("--max-batch must be at least 1"),
+            "{filter}: {stderr}"
+        );
+    }
     let (status, _, stderr) = idgen(&["serve", "--log-format", "xml"]);
     assert_eq!(status.code(), Some(2));
     assert!(

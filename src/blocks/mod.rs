@@ -16,6 +16,8 @@
 mod allocator;
 mod cursor;
 mod file;
+#[cfg(fuzzing)]
+pub(crate) use file::fuzz_read as fuzz_read_files;
 #[cfg(feature = "postgres")]
 mod postgres;
 

@@ -24,6 +24,8 @@
 mod etcd;
 mod external;
 mod file;
+#[cfg(fuzzing)]
+pub(crate) use file::fuzz_read as fuzz_read_files;
 mod keeper;
 mod leased;
 mod range;
