@@ -9,15 +9,18 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, post};
 use idgen::lease::{ExternalLease, ExternalTerms};
 use idgen::{Error, Layout, SystemClock};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use crate::api::{
+    BodyRefusals, ErrorBody, LeaseApiRefusals, LeasePath, LeaseRequest, LeaseTerms, ReleaseRequest,
+};
 use crate::lease_args::LeaseSource;
 use crate::serve::{ApiError, read_json_object};
 use crate::{Failure, layout_json};
@@ -168,13 +171,13 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The `/v1/generators` routes; without an API, each answers 404 saying how to turn it on.
-pub fn router(api: Option<Arc<LeaseApi>>) -> Router {
-    Router::new()
-        .route("/v1/generators/lease", post(lease))
-        .route("/v1/generators/{lease_id}/renew", post(renew))
-        .route("/v1/generators/{lease_id}", delete(release))
-        .with_state(api)
+/// The `/v1/generators` routes, and what the document says of them; without an API, each
+/// answers 404 saying how to turn it on.
+pub fn routes() -> OpenApiRouter<Option<Arc<LeaseApi>>> {
+    OpenApiRouter::new()
+        .routes(routes!(lease))
+        .routes(routes!(renew))
+        .routes(routes!(release))
 }
 
 type ApiState = State<Option<Arc<LeaseApi>>>;
@@ -215,6 +218,22 @@ fn same_token(given: &[u8], expected: &[u8]) -> bool {
             == 0
 }
 
+/// Lease a worker number from the service's store and range, to issue IDs with elsewhere.
+#[utoipa::path(
+    post,
+    path = "/v1/generators/lease",
+    tag = "lease API",
+    security(("bearer" = [])),
+    request_body = LeaseRequest,
+    responses(
+        (status = 200, description = "A number, and the terms to issue IDs by: only IDs \
+            dated after resumeAfterMs and before validUntilMs", body = LeaseTerms),
+        BodyRefusals,
+        (status = 409, description = "No number to lease: the range is full, or the clock \
+            is behind a mark", body = ErrorBody),
+        LeaseApiRefusals,
+    )
+)]
 async fn lease(State(api): ApiState, headers: HeaderMap, body: axum::body::Body) -> Response {
     respond(lease_inner(api, headers, body).await)
 }
@@ -330,6 +349,21 @@ fn holder_name(fields: &Map<String, Value>) -> Result<String, ApiError> {
     Ok(holder.clone())
 }
 
+/// Renew a lease: the same terms, with validUntilMs moved on. Renew every renewEveryMs.
+#[utoipa::path(
+    post,
+    path = "/v1/generators/{leaseId}/renew",
+    tag = "lease API",
+    security(("bearer" = [])),
+    params(LeasePath),
+    responses(
+        (status = 200, description = "The terms, validUntilMs moved on", body = LeaseTerms),
+        (status = 400, description = "The lease ID is not UTF-8", body = ErrorBody),
+        (status = 410, description = "The lease was lost, expired or released: stop issuing \
+            with its number now", body = ErrorBody),
+        LeaseApiRefusals,
+    )
+)]
 async fn renew(
     State(api): ApiState,
     headers: HeaderMap,
@@ -384,6 +418,22 @@ async fn renew_inner(
     }
 }
 
+/// Give the number back, optionally saying the last millisecond used.
+#[utoipa::path(
+    delete,
+    path = "/v1/generators/{leaseId}",
+    tag = "lease API",
+    security(("bearer" = [])),
+    params(LeasePath),
+    request_body(content = Option<ReleaseRequest>, description = "Optional: nothing, or \
+        {\"lastUsedMs\": N}"),
+    responses(
+        (status = 204, description = "Released"),
+        BodyRefusals,
+        (status = 410, description = "The lease had already ended", body = ErrorBody),
+        LeaseApiRefusals,
+    )
+)]
 async fn release(
     State(api): ApiState,
     headers: HeaderMap,
@@ -447,10 +497,17 @@ async fn last_used_ms(
     }
     match fields.get("lastUsedMs") {
         None => Ok(None),
+        // At most 2^63 - 1, as the document says (an int64): a later mark would be clamped
+        // to the last one written anyway.
         Some(value) => value
             .as_u64()
+            .filter(|&ms| i64::try_from(ms).is_ok())
             .map(Some)
-            .ok_or_else(|| ApiError::bad("lastUsedMs must be a whole number of Unix milliseconds")),
+            .ok_or_else(|| {
+                ApiError::bad(
+                    "lastUsedMs must be a whole number of Unix milliseconds, 0 to 2^63 - 1",
+                )
+            }),
     }
 }
 
@@ -509,19 +566,19 @@ fn respond(result: Result<Response, ApiError>) -> Response {
     }
 }
 
-fn terms_json(lease_id: &str, terms: &ExternalTerms, layout: &Layout) -> Value {
-    json!({
-        "leaseId": lease_id,
-        "datacenter": terms.datacenter,
-        "worker": terms.worker,
-        "ttlMs": terms.ttl.as_millis() as u64,
-        "resumeAfterMs": terms.resume_after_unix_ms,
-        "validUntilMs": terms.valid_until_unix_ms,
-        "renewEveryMs": terms.renew_every.as_millis() as u64,
+fn terms_json(lease_id: &str, terms: &ExternalTerms, layout: &Layout) -> LeaseTerms {
+    LeaseTerms {
+        lease_id: lease_id.to_string(),
+        datacenter: terms.datacenter,
+        worker: terms.worker,
+        ttl_ms: terms.ttl.as_millis() as u64,
+        resume_after_ms: terms.resume_after_unix_ms,
+        valid_until_ms: terms.valid_until_unix_ms,
+        renew_every_ms: terms.renew_every.as_millis() as u64,
         // So a client can see how far its clock is from the one that wrote the marks.
-        "serverNowMs": idgen::Clock::now_unix_ms(&SystemClock),
-        "layout": layout_json(layout),
-    })
+        server_now_ms: idgen::Clock::now_unix_ms(&SystemClock),
+        layout: layout_json(layout),
+    }
 }
 
 /// 128 random bits, hex: unguessable, so one client cannot renew or release another's

@@ -5,12 +5,15 @@
 use clap::ValueEnum;
 use idgen::opaque::{Codec, OpaqueId};
 use idgen::{Error, Layout, Ulid, UlidGenerator, Uuid7, Uuid7Generator};
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
+use crate::api::Decoded;
 use crate::{Failure, decoded_json, parse_id, time};
 
 /// A kind of ID, as `kind` names it in requests and `--kind` on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// 64-bit Snowflake IDs from the leased worker number.
     Snowflake,
@@ -88,16 +91,16 @@ pub type OpaqueKeys<'a> = Result<&'a Codec, &'a str>;
 /// The parts of an ID of any kind, told apart by their text: `o` and a digit start an
 /// opaque ID (decoded with `opaque`, then shown as the Snowflake ID behind it), 36
 /// characters are a UUID, 26 a ULID, anything else a Snowflake ID read with `layout`.
-pub fn decode_any(layout: &Layout, opaque: OpaqueKeys<'_>, text: &str) -> Result<Value, String> {
+pub fn decode_any(layout: &Layout, opaque: OpaqueKeys<'_>, text: &str) -> Result<Decoded, String> {
     if OpaqueId::looks_like(text) {
         // Parsed first: text that only starts like one is told what is wrong with it.
         let parsed: OpaqueId = text.parse().map_err(|error: Error| error.to_string())?;
         let codec = opaque.map_err(|why| format!("{:?} is an opaque ID, {why}", shown(text)))?;
         let id = crate::opaque::decode_parsed(codec, text, parsed)?;
-        let mut decoded = decoded_json(layout, id);
-        decoded["kind"] = json!(Kind::Snowflake.name());
-        decoded["opaque"] = json!(text);
-        return Ok(decoded);
+        return Ok(Decoded {
+            opaque: Some(text.to_string()),
+            ..decoded_json(layout, id)
+        });
     }
     match text.len() {
         36 => {
@@ -108,11 +111,7 @@ pub fn decode_any(layout: &Layout, opaque: OpaqueKeys<'_>, text: &str) -> Result
             let ulid: Ulid = parse_as(text, "ULID")?;
             Ok(counted_json(&ulid, Kind::Ulid, ulid.unix_ms()))
         }
-        _ => {
-            let mut decoded = decoded_json(layout, parse_id(text)?);
-            decoded["kind"] = json!(Kind::Snowflake.name());
-            Ok(decoded)
-        }
+        _ => Ok(decoded_json(layout, parse_id(text)?)),
     }
 }
 
@@ -125,28 +124,30 @@ fn parse_as<T: std::str::FromStr<Err: std::fmt::Display>>(
 }
 
 /// What there is to say of a UUIDv7 or a ULID: its canonical text, kind and time.
-fn counted_json(id: &impl std::fmt::Display, kind: Kind, unix_ms: u64) -> Value {
-    json!({
-        "id": id.to_string(),
-        "kind": kind.name(),
-        "createdAt": time::rfc3339_ms(unix_ms),
-    })
+fn counted_json(id: &impl std::fmt::Display, kind: Kind, unix_ms: u64) -> Decoded {
+    Decoded {
+        id: id.to_string(),
+        kind,
+        created_at: time::rfc3339_ms(unix_ms),
+        datacenter: None,
+        worker: None,
+        sequence: None,
+        opaque: None,
+    }
 }
 
 /// One line of `idgen decode`'s text output for a decoded ID.
-pub fn decoded_line(decoded: &Value) -> String {
-    let field = |name: &str| decoded[name].to_string();
-    let text = |name: &str| decoded[name].as_str().unwrap_or_default().to_string();
-    if decoded["kind"] == Kind::Snowflake.name() {
-        format!(
-            "{}  {}  datacenter {}  worker {}  sequence {}",
-            text("id"),
-            text("createdAt"),
-            field("datacenter"),
-            field("worker"),
-            field("sequence")
-        )
-    } else {
-        format!("{}  {}  {}", text("id"), text("createdAt"), text("kind"))
+pub fn decoded_line(decoded: &Decoded) -> String {
+    match (decoded.datacenter, decoded.worker, decoded.sequence) {
+        (Some(datacenter), Some(worker), Some(sequence)) => format!(
+            "{}  {}  datacenter {datacenter}  worker {worker}  sequence {sequence}",
+            decoded.id, decoded.created_at
+        ),
+        _ => format!(
+            "{}  {}  {}",
+            decoded.id,
+            decoded.created_at,
+            decoded.kind.name()
+        ),
     }
 }

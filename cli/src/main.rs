@@ -1,7 +1,8 @@
 //! `idgen`: unique, time-sortable IDs (64-bit Snowflake, UUIDv7, ULID) for programs that
 //! cannot embed the crate. An HTTP service (`idgen serve`) and operator commands (`next`,
-//! `decode`, `layout`, `leases`, `seq`).
+//! `decode`, `layout`, `leases`, `seq`, `opaque`, and `openapi`, its contract).
 
+mod api;
 mod generators;
 mod kinds;
 mod layout_args;
@@ -52,6 +53,9 @@ enum Command {
     /// Opaque public IDs: Snowflake IDs encrypted with a secret key, so they show no time,
     /// node or volume: `idgen opaque encode --key-file FILE ID...`, and `decode` back.
     Opaque(opaque::OpaqueArgs),
+    /// Print the service's OpenAPI 3.1 document, as `GET /openapi.json` serves it (and as
+    /// `docs/openapi.json` holds it), to generate a client from.
+    Openapi,
 }
 
 #[derive(Args)]
@@ -132,6 +136,7 @@ fn main() -> ExitCode {
         Command::Leases(LeasesArgs { list, .. }) => list.run(),
         Command::Seq(args) => args.run(),
         Command::Opaque(args) => args.run(),
+        Command::Openapi => write_lines(&[serve::document_text().trim_end().to_string()]),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -252,16 +257,18 @@ pub fn parse_id(text: &str) -> Result<Id, String> {
     }
 }
 
-/// The JSON form of a decoded ID, shared with the HTTP service.
-pub fn decoded_json(layout: &Layout, id: Id) -> serde_json::Value {
+/// What a Snowflake ID says, shared with the HTTP service.
+pub fn decoded_json(layout: &Layout, id: Id) -> api::Decoded {
     let parts = layout.decode(id);
-    serde_json::json!({
-        "id": id.to_string(),
-        "createdAt": time::rfc3339_ms(parts.unix_ms),
-        "datacenter": parts.datacenter,
-        "worker": parts.worker,
-        "sequence": parts.sequence,
-    })
+    api::Decoded {
+        id: id.to_string(),
+        kind: kinds::Kind::Snowflake,
+        created_at: time::rfc3339_ms(parts.unix_ms),
+        datacenter: Some(parts.datacenter),
+        worker: Some(parts.worker),
+        sequence: Some(parts.sequence),
+        opaque: None,
+    }
 }
 
 fn decode(args: DecodeArgs) -> Result<(), Failure> {
@@ -270,7 +277,7 @@ fn decode(args: DecodeArgs) -> Result<(), Failure> {
     for text in &args.ids {
         let opaque = Err("which idgen opaque decode --key-file FILE decodes");
         match kinds::decode_any(&layout, opaque, text) {
-            Ok(decoded) if args.json => println!("{decoded}"),
+            Ok(decoded) if args.json => println!("{}", json_text(&decoded)),
             Ok(decoded) => println!("{}", kinds::decoded_line(&decoded)),
             Err(reason) => bad.push(reason),
         }
@@ -283,21 +290,27 @@ fn decode(args: DecodeArgs) -> Result<(), Failure> {
 }
 
 /// The JSON form of a layout's arithmetic, shared with the HTTP service.
-pub fn layout_json(layout: &Layout) -> serde_json::Value {
-    serde_json::json!({
-        "timeBits": layout.time_bits(),
-        "datacenterBits": layout.datacenter_bits(),
-        "workerBits": layout.worker_bits(),
-        "sequenceBits": layout.sequence_bits(),
-        "epoch": time::rfc3339_ms(layout.epoch_unix_ms()),
-        "lifetimeYears": (layout.lifetime_years() * 10.0).round() / 10.0,
-        "lastInstant": time::rfc3339_ms(layout.last_unix_ms()),
-        "datacenters": layout.datacenters(),
-        "workersPerDatacenter": layout.workers_per_datacenter(),
-        "nodes": layout.nodes(),
-        "idsPerSecondPerNode": big_number(layout.ids_per_second_per_node()),
-        "clusterIdsPerSecond": big_number(layout.cluster_ids_per_second()),
-    })
+pub fn layout_json(layout: &Layout) -> api::LayoutInfo {
+    api::LayoutInfo {
+        time_bits: layout.time_bits(),
+        datacenter_bits: layout.datacenter_bits(),
+        worker_bits: layout.worker_bits(),
+        sequence_bits: layout.sequence_bits(),
+        epoch: time::rfc3339_ms(layout.epoch_unix_ms()),
+        lifetime_years: (layout.lifetime_years() * 10.0).round() / 10.0,
+        last_instant: time::rfc3339_ms(layout.last_unix_ms()),
+        datacenters: layout.datacenters(),
+        workers_per_datacenter: layout.workers_per_datacenter(),
+        nodes: layout.nodes(),
+        ids_per_second_per_node: big_number(layout.ids_per_second_per_node()),
+        cluster_ids_per_second: big_number(layout.cluster_ids_per_second()),
+    }
+}
+
+/// One of the service's bodies as a line of JSON. They are plain data: nothing in them
+/// can fail to serialise.
+pub fn json_text(body: &impl serde::Serialize) -> String {
+    serde_json::to_string(body).unwrap_or_default()
 }
 
 /// Exact as a JSON integer where it fits 64 bits (every realistic layout), else a float.
@@ -311,7 +324,7 @@ fn big_number(n: u128) -> serde_json::Value {
 fn layout(args: LayoutCommand) -> Result<(), Failure> {
     let layout = args.layout.layout()?;
     if args.json {
-        println!("{}", layout_json(&layout));
+        println!("{}", json_text(&layout_json(&layout)));
         return Ok(());
     }
     println!(

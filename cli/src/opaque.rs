@@ -26,7 +26,8 @@ pub fn load_codec(path: &Path, warn: impl Fn(&str)) -> Result<Codec, Failure> {
 }
 
 /// How `/v1/ids` writes Snowflake IDs: as they are, or as opaque IDs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum Form {
     Plain,
     Opaque,

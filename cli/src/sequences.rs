@@ -7,18 +7,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use clap::Args;
 use idgen::Error;
 use idgen::blocks::{BlockAllocator, BlockStore, FileStore, PostgresStore, SequenceName};
-use serde_json::{Value, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::Failure;
+use crate::api::{BodyRefusals, ErrorBody, SequencePath, SequenceRequest, SequenceValues};
 use crate::kinds;
 use crate::serve::{ApiError, read_json_object};
 use idgen_cli::input::count_from_json;
@@ -200,12 +200,32 @@ impl Sequences {
     }
 }
 
-pub fn router(sequences: Arc<Sequences>) -> Router {
-    Router::new()
-        .route("/v1/sequences/{name}/next", post(next_values))
-        .with_state(sequences)
+/// The sequence route, and what the document says of it.
+pub fn routes() -> OpenApiRouter<Arc<Sequences>> {
+    OpenApiRouter::new().routes(routes!(next_values))
 }
 
+/// `count` values of the sequence `name`, dense and increasing, from the block store.
+#[utoipa::path(
+    post,
+    path = "/v1/sequences/{name}/next",
+    tag = "sequences",
+    params(SequencePath),
+    request_body = SequenceRequest,
+    responses(
+        (status = 200, description = "The values, increasing, with no gap between them",
+            body = SequenceValues),
+        BodyRefusals,
+        (status = 409, description = "The sequence reached the end of its range \
+            (2^63 - 1)", body = ErrorBody),
+        (status = 500, description = "The sequence stopped for good: its store went back \
+            (retrying cannot help; it stays stopped until an operator looks)",
+            body = ErrorBody),
+        (status = 503, description = "The block store is away, the service has no block \
+            store, it serves --max-sequences already, or it is shutting down",
+            body = ErrorBody),
+    )
+)]
 async fn next_values(
     State(sequences): State<Arc<Sequences>>,
     name: Result<Path<String>, PathRejection>,
@@ -247,11 +267,8 @@ async fn next_values(
     sequences
         .values_issued
         .fetch_add(values.len() as u64, Ordering::Relaxed);
-    let values: Vec<Value> = values
-        .into_iter()
-        .map(|value| Value::String(value.to_string()))
-        .collect();
-    Ok(axum::Json(json!({ "values": values })).into_response())
+    let values = values.iter().map(u64::to_string).collect();
+    Ok(axum::Json(SequenceValues { values }).into_response())
 }
 
 /// 409 at the end of the range, 503 while the store is away (transient), and 500 for an

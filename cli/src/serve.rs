@@ -11,7 +11,6 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Path, RawQuery, Request, Stat
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use clap::Args;
 use idgen::Layout;
 use idgen::lease::{LeaseState, LeasedGenerator};
@@ -22,8 +21,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use serde_json::{Value, json};
+use serde_json::Value;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use crate::api::{self, BodyRefusals, Decoded, ErrorBody, Health, IdList, IdsQuery, LayoutInfo};
 use crate::generators::{self, LeaseApi};
 use crate::kinds::{CountedGenerators, KINDS, Kind};
 use crate::layout_args::LayoutArgs;
@@ -293,21 +295,48 @@ async fn serve(service: Arc<Service>, listen: SocketAddr, grace: Duration) -> Re
     }
 }
 
+/// The routes of this module, and what the document says of them.
+fn routes() -> OpenApiRouter<Arc<Service>> {
+    OpenApiRouter::new()
+        .routes(routes!(get_ids, post_ids))
+        .routes(routes!(decode))
+        .routes(routes!(layout))
+        .routes(routes!(healthz))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi))
+}
+
+/// The OpenAPI document: every endpoint, whatever the flags (an endpoint a flag turns on
+/// says what it answers without it), from the same route lists the router is built of.
+pub fn document() -> utoipa::openapi::OpenApi {
+    let mut document = api::info();
+    document.merge(routes().into_openapi());
+    document.merge(sequences::routes().into_openapi());
+    document.merge(generators::routes().into_openapi());
+    document
+}
+
+/// The document as served and committed (`docs/openapi.json`): pretty, with a final newline.
+pub fn document_text() -> String {
+    let written = serde_json::to_value(document()).and_then(|mut document| {
+        api::optional_bodies_not_null(&mut document);
+        serde_json::to_string_pretty(&document)
+    });
+    // Plain data: it cannot fail; if it ever did, the document says so (and the test that
+    // compares it with docs/openapi.json fails).
+    written.unwrap_or_else(|error| format!("{{\"error\": {:?}}}", error.to_string())) + "\n"
+}
+
 fn router(service: Arc<Service>) -> Router {
-    let lease_api = service.lease_api.clone();
-    Router::new()
+    let (ids, _) = routes().split_for_parts();
+    let (sequences, _) = sequences::routes().split_for_parts();
+    let (generators, _) = generators::routes().split_for_parts();
+    ids
         // HEAD would run the GET handler and issue IDs nobody sees: not allowed.
-        .route(
-            "/v1/ids",
-            get(get_ids).post(post_ids).head(method_not_allowed),
-        )
-        .route("/v1/ids/{id}/decode", get(decode))
-        .route("/v1/layout", get(layout))
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
+        .route("/v1/ids", axum::routing::head(method_not_allowed))
         .with_state(Arc::clone(&service))
-        .merge(generators::router(lease_api))
-        .merge(sequences::router(Arc::clone(&service.sequences)))
+        .merge(generators.with_state(service.lease_api.clone()))
+        .merge(sequences.with_state(Arc::clone(&service.sequences)))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -345,7 +374,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, axum::Json(json!({ "error": self.1 }))).into_response()
+        (self.0, axum::Json(ErrorBody { error: self.1 })).into_response()
     }
 }
 
@@ -388,6 +417,21 @@ async fn count_responses(
     response
 }
 
+/// IDs: Snowflake IDs unless `kind` says otherwise.
+#[utoipa::path(
+    get,
+    path = "/v1/ids",
+    tag = "ids",
+    params(IdsQuery),
+    responses(
+        (status = 200, description = "The IDs, in increasing order", body = IdList),
+        (status = 400, description = "The count missing, given twice, not a whole number, \
+            0 or above the maximum; an unknown parameter, kind or form; form `opaque` with \
+            another kind, or on a service without a key file", body = ErrorBody),
+        (status = 503, description = "The generator refuses: its lease is not valid, or the \
+            clock is behind", body = ErrorBody),
+    )
+)]
 async fn get_ids(
     State(service): State<Arc<Service>>,
     RawQuery(query): RawQuery,
@@ -409,6 +453,19 @@ async fn get_ids(
     issue(service, count, kind, form).await
 }
 
+/// IDs, as `GET /v1/ids` makes them, asked for in a JSON body.
+#[utoipa::path(
+    post,
+    path = "/v1/ids",
+    tag = "ids",
+    request_body = api::IdsRequest,
+    responses(
+        (status = 200, description = "The IDs, in increasing order", body = IdList),
+        BodyRefusals,
+        (status = 503, description = "The generator refuses: its lease is not valid, or the \
+            clock is behind", body = ErrorBody),
+    )
+)]
 async fn post_ids(
     State(service): State<Arc<Service>>,
     RawQuery(query): RawQuery,
@@ -423,7 +480,7 @@ async fn post_ids(
     let fields = read_json_object(&headers, body, r#"{"count": 10}"#).await?;
     if let Some(field) = fields
         .keys()
-        .find(|field| !["count", "kind", "form"].contains(&field.as_str()))
+        .find(|field| !api::ID_BODY_FIELDS.contains(&field.as_str()))
     {
         return Err(ApiError::bad(format!(
             "unknown field {:?}: the body is {{\"count\": N, \"kind\": \"...\", \"form\": \"...\"}}",
@@ -540,11 +597,23 @@ async fn issue(
         .fetch_add(ids.len() as u64, Ordering::Relaxed);
     let slot = KINDS.iter().position(|&k| k == kind).unwrap_or_default();
     service.issued_by_kind[slot].fetch_add(ids.len() as u64, Ordering::Relaxed);
-    Ok(axum::Json(json!({ "ids": ids })).into_response())
+    Ok(axum::Json(IdList { ids }).into_response())
 }
 
 /// A debugging aid: the kind and creation time of an ID, and for a Snowflake ID its parts
 /// as this service's layout reads them.
+#[utoipa::path(
+    get,
+    path = "/v1/ids/{id}/decode",
+    tag = "ids",
+    params(("id" = String, Path, description = "A Snowflake ID (canonical decimal, or 13 \
+        characters of base32), a UUIDv7, a ULID, or an opaque ID of a key the service holds")),
+    responses(
+        (status = 200, description = "What the ID says", body = Decoded),
+        (status = 400, description = "Not an ID of any kind, or an opaque ID the service \
+            cannot decode", body = ErrorBody),
+    )
+)]
 async fn decode(
     State(service): State<Arc<Service>>,
     id: Result<Path<String>, axum::extract::rejection::PathRejection>,
@@ -558,30 +627,79 @@ async fn decode(
     Ok(axum::Json(decoded).into_response())
 }
 
+/// The layout this service's Snowflake IDs follow.
+#[utoipa::path(
+    get,
+    path = "/v1/layout",
+    tag = "operations",
+    responses((status = 200, description = "The layout's bits and arithmetic", body = LayoutInfo))
+)]
 async fn layout(State(service): State<Arc<Service>>) -> Response {
     axum::Json(layout_json(&service.layout)).into_response()
 }
 
+/// Whether Snowflake IDs are issued: for a balancer (UUIDv7s and ULIDs need no lease, but
+/// the instance is taken out all the same).
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    responses(
+        (status = 200, description = "Issuing: the lease is valid, or in an outage that has \
+            not reached the mark", body = Health),
+        (status = 503, description = "Not issuing", body = Health),
+    )
+)]
 async fn healthz(State(service): State<Arc<Service>>) -> Response {
     let stats = service.generator.lease_stats();
-    let mut body = json!({
-        "lease": format!("{:?}", stats.state),
-        "datacenter": stats.datacenter,
-        "worker": stats.worker,
-        "validForMs": stats.valid_for_ms,
-    });
-    if let Some(since) = stats.outage_since_unix_ms {
-        // Still issuing, up to the mark: validForMs says how long.
-        body["outageSinceMs"] = json!(since);
-    }
+    let lease = match stats.state {
+        LeaseState::Valid => api::LeaseHealth::Valid,
+        LeaseState::Outage => api::LeaseHealth::Outage,
+        LeaseState::Expired => api::LeaseHealth::Expired,
+        LeaseState::Lost => api::LeaseHealth::Lost,
+        LeaseState::Released => api::LeaseHealth::Released,
+        _ => api::LeaseHealth::Unknown,
+    };
     let status = if matches!(stats.state, LeaseState::Valid | LeaseState::Outage) {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
+    let body = Health {
+        lease,
+        datacenter: stats.datacenter,
+        worker: stats.worker,
+        valid_for_ms: stats.valid_for_ms,
+        // Still issuing, up to the mark: validForMs says how long.
+        outage_since_ms: stats.outage_since_unix_ms,
+    };
     (status, axum::Json(body)).into_response()
 }
 
+/// This document.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "operations",
+    responses((status = 200, description = "The OpenAPI 3.1 document of this service, the \
+        same whatever its flags", body = Object, content_type = "application/json"))
+)]
+async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        document_text(),
+    )
+        .into_response()
+}
+
+/// The service's counters, gauges and request-latency histogram.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    responses((status = 200, description = "OpenMetrics text (Prometheus reads it)",
+        body = String, content_type = "application/openmetrics-text"))
+)]
 async fn metrics(State(service): State<Arc<Service>>) -> Response {
     // Waits and refusals of every kind: the leased Snowflake generator and the 128-bit ones.
     let generator = service.generator.stats() + service.counted.stats();
@@ -783,9 +901,7 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
 async fn not_found() -> ApiError {
     ApiError(
         StatusCode::NOT_FOUND,
-        "no such endpoint; see /v1/ids, /v1/ids/{id}/decode, /v1/sequences/{name}/next, \
-         /v1/layout, /healthz, /metrics"
-            .into(),
+        "no such endpoint; see /openapi.json for every endpoint".into(),
     )
 }
 
