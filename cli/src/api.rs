@@ -4,8 +4,9 @@
 //!
 //! Responses are these types, serialised: what the document says of a body is what the
 //! handler sends. Request bodies and query strings are read by hand (`idgen_cli::input`),
-//! for errors that say what is wrong; the field and parameter names the document gives
-//! are the constants the handlers check against, and tests hold the two together.
+//! for errors that say what is wrong: the handlers refuse any field or parameter but the
+//! ones in the constants here (and `input::ID_PARAMETERS`), and the tests below hold the
+//! document's names, limits and values to those constants.
 
 use serde::Serialize;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -16,6 +17,15 @@ use crate::opaque::Form;
 
 /// The fields of `POST /v1/ids`'s body.
 pub const ID_BODY_FIELDS: [&str; 3] = ["count", "kind", "form"];
+
+/// The field of `POST /v1/sequences/{name}/next`'s body.
+pub const SEQUENCE_BODY_FIELDS: [&str; 1] = ["count"];
+
+/// The field of `POST /v1/generators/lease`'s body.
+pub const LEASE_BODY_FIELDS: [&str; 1] = ["holder"];
+
+/// The field of `DELETE /v1/generators/{leaseId}`'s optional body.
+pub const RELEASE_BODY_FIELDS: [&str; 1] = ["lastUsedMs"];
 
 /// Every ID as text: Snowflake IDs in decimal (JavaScript numbers lose precision above
 /// 2^53), opaque IDs, UUIDv7s and ULIDs in their own forms. In increasing order of
@@ -185,6 +195,16 @@ mod described {
         pub form: Option<Form>,
     }
 
+    /// The ID a decode request names.
+    #[derive(IntoParams)]
+    #[into_params(parameter_in = Path)]
+    pub struct IdPath {
+        /// A Snowflake ID (canonical decimal, or 13 characters of base32), a UUIDv7, a
+        /// ULID, or an opaque ID of a key the service holds.
+        #[param(min_length = 1)]
+        pub id: String,
+    }
+
     /// The sequence a request names.
     #[derive(IntoParams)]
     #[into_params(parameter_in = Path)]
@@ -254,18 +274,37 @@ mod described {
     #[derive(IntoResponses)]
     pub enum LeaseApiRefusals {
         /// No bearer token, or the wrong one.
-        #[response(status = 401)]
+        #[response(
+            status = 401,
+            headers(("WWW-Authenticate" = String, description = "`Bearer`"))
+        )]
         Unauthorised(ErrorBody),
         /// The lease API is off (the service was started without `--lease-api-token-file`),
         /// or there is no such lease.
         #[response(status = 404)]
         Off(ErrorBody),
-        /// The lease store cannot be reached: keep to the terms you have and retry.
+        /// A defect of the service (the call to the lease store panicked): report it.
+        #[response(status = 500)]
+        Defect(ErrorBody),
+    }
+
+    /// The lease store cannot be reached (or no thread could be started to call it).
+    #[derive(IntoResponses)]
+    pub enum StoreAway {
+        /// Keep to the terms you have and retry.
         #[response(
             status = 503,
             headers(("Retry-After" = u32, description = "Seconds to wait: 1"))
         )]
         StoreAway(ErrorBody),
+    }
+
+    /// A defect of the service: work that panicked. Report it.
+    #[derive(IntoResponses)]
+    pub enum Defect {
+        /// A defect of the service (work that panicked): report it.
+        #[response(status = 500)]
+        Defect(ErrorBody),
     }
 }
 
@@ -341,4 +380,120 @@ pub fn info() -> utoipa::openapi::OpenApi {
     let mut openapi = Info::openapi();
     openapi.info.version = env!("CARGO_PKG_VERSION").to_string();
     openapi
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::Value;
+
+    use super::*;
+    use crate::kinds::KINDS;
+
+    fn document() -> Value {
+        serde_json::from_str(&crate::serve::document_text()).unwrap()
+    }
+
+    fn keys(object: &Value) -> BTreeSet<String> {
+        object.as_object().unwrap().keys().cloned().collect()
+    }
+
+    fn strings(values: &Value) -> Vec<String> {
+        values
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|value| value.as_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn the_documented_body_fields_are_the_ones_the_handlers_take() {
+        let document = document();
+        let bodies = [
+            ("IdsRequest", &ID_BODY_FIELDS[..]),
+            ("SequenceRequest", &SEQUENCE_BODY_FIELDS[..]),
+            ("LeaseRequest", &LEASE_BODY_FIELDS[..]),
+            ("ReleaseRequest", &RELEASE_BODY_FIELDS[..]),
+        ];
+        for (name, fields) in bodies {
+            let schema = &document["components"]["schemas"][name];
+            let expected: BTreeSet<String> = fields.iter().map(|f| f.to_string()).collect();
+            assert_eq!(keys(&schema["properties"]), expected, "{name}");
+            assert_eq!(schema["additionalProperties"], false, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_documented_query_parameters_are_the_ones_the_handler_takes() {
+        let document = document();
+        let parameters: Vec<String> = document["paths"]["/v1/ids"]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|parameter| parameter["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(parameters, idgen_cli::input::ID_PARAMETERS);
+    }
+
+    #[test]
+    fn the_documented_limits_are_the_ones_the_handlers_apply() {
+        let document = document();
+        let schemas = &document["components"]["schemas"];
+        assert_eq!(
+            schemas["LeaseRequest"]["properties"]["holder"]["maxLength"],
+            crate::generators::MAX_HOLDER_CHARS
+        );
+        let parameter = |path: &str, method: &str| {
+            document["paths"][path][method]["parameters"][0]["schema"].clone()
+        };
+        assert_eq!(
+            parameter("/v1/sequences/{name}/next", "post")["pattern"],
+            format!("^[a-z0-9_-]{{1,{}}}$", idgen::blocks::MAX_NAME_LEN)
+        );
+        // What the lease API hands out matches the pattern its paths document.
+        assert_eq!(
+            parameter("/v1/generators/{leaseId}", "delete")["pattern"],
+            "^[0-9a-f]{32}$"
+        );
+        let lease_id = crate::generators::new_lease_id();
+        assert_eq!(lease_id.len(), 32);
+        assert!(
+            lease_id
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        );
+        let refusals = &document["paths"]["/v1/ids"]["post"]["responses"];
+        let timeout = format!("{} s", crate::serve::BODY_READ_TIMEOUT.as_secs());
+        assert!(
+            refusals["408"]["description"]
+                .as_str()
+                .unwrap()
+                .contains(&timeout)
+        );
+        let size = format!("{} KiB", crate::serve::MAX_BODY_BYTES / 1024);
+        assert!(
+            refusals["413"]["description"]
+                .as_str()
+                .unwrap()
+                .contains(&size)
+        );
+    }
+
+    #[test]
+    fn the_documented_values_are_the_ones_the_handlers_take() {
+        let document = document();
+        let schemas = &document["components"]["schemas"];
+        let kinds = strings(&schemas["Kind"]["enum"]);
+        assert_eq!(kinds, KINDS.map(|kind| kind.name()));
+        for kind in &kinds {
+            assert!(Kind::parse(kind).is_ok(), "{kind}");
+        }
+        let forms = strings(&schemas["Form"]["enum"]);
+        assert_eq!(forms, ["plain", "opaque"]);
+        for form in &forms {
+            assert!(Form::parse(form).is_ok(), "{form}");
+        }
+    }
 }

@@ -19,14 +19,15 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::{
-    BodyRefusals, ErrorBody, LeaseApiRefusals, LeasePath, LeaseRequest, LeaseTerms, ReleaseRequest,
+    BodyRefusals, ErrorBody, LEASE_BODY_FIELDS, LeaseApiRefusals, LeasePath, LeaseRequest,
+    LeaseTerms, RELEASE_BODY_FIELDS, ReleaseRequest, StoreAway,
 };
 use crate::lease_args::LeaseSource;
 use crate::serve::{ApiError, read_json_object};
 use crate::{Failure, layout_json};
 
 /// The longest holder name, in characters.
-const MAX_HOLDER_CHARS: usize = 128;
+pub const MAX_HOLDER_CHARS: usize = 128;
 
 /// How long an ended lease still answers 410 (rather than 404) to its holder.
 const ENDED_KEPT: Duration = Duration::from_secs(600);
@@ -158,7 +159,12 @@ pub async fn off_runtime<T: Send + 'static>(
         .spawn(move || {
             let _ = done.send(work());
         })
-        .map_err(|error| ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))?;
+        .map_err(|error| {
+            ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("cannot start a thread to call the lease store: {error}"),
+            )
+        })?;
     result.await.map_err(|_| {
         ApiError(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -193,8 +199,10 @@ fn authorised(api: Option<Arc<LeaseApi>>, headers: &HeaderMap) -> Result<Arc<Lea
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .map(str::trim);
+        // The scheme's name in any case, as HTTP has it.
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
+        .map(|(_, token)| token.trim());
     match given {
         Some(given) if same_token(given.as_bytes(), &api.token) => Ok(api),
         Some(_) => Err(ApiError(
@@ -232,10 +240,11 @@ fn same_token(given: &[u8], expected: &[u8]) -> bool {
         (status = 409, description = "No number to lease: the range is full, or the clock \
             is behind a mark", body = ErrorBody),
         LeaseApiRefusals,
+        StoreAway,
     )
 )]
 async fn lease(State(api): ApiState, headers: HeaderMap, body: axum::body::Body) -> Response {
-    respond(lease_inner(api, headers, body).await)
+    respond(lease_inner(api, headers, body).await, Retry::After1s)
 }
 
 async fn lease_inner(
@@ -321,7 +330,10 @@ impl Drop for Undelivered {
 
 /// `holder`: 1 to 128 characters, none of them a control character.
 fn holder_name(fields: &Map<String, Value>) -> Result<String, ApiError> {
-    if let Some(other) = fields.keys().find(|key| *key != "holder") {
+    if let Some(other) = fields
+        .keys()
+        .find(|key| !LEASE_BODY_FIELDS.contains(&key.as_str()))
+    {
         return Err(ApiError::bad(format!(
             "unknown field {other:?}: send {{\"holder\": \"a name for operators\"}}"
         )));
@@ -362,6 +374,7 @@ fn holder_name(fields: &Map<String, Value>) -> Result<String, ApiError> {
         (status = 410, description = "The lease was lost, expired or released: stop issuing \
             with its number now", body = ErrorBody),
         LeaseApiRefusals,
+        StoreAway,
     )
 )]
 async fn renew(
@@ -369,7 +382,7 @@ async fn renew(
     headers: HeaderMap,
     lease_id: Result<UrlPath<String>, axum::extract::rejection::PathRejection>,
 ) -> Response {
-    respond(renew_inner(api, headers, lease_id).await)
+    respond(renew_inner(api, headers, lease_id).await, Retry::After1s)
 }
 
 async fn renew_inner(
@@ -432,6 +445,10 @@ async fn renew_inner(
         BodyRefusals,
         (status = 410, description = "The lease had already ended", body = ErrorBody),
         LeaseApiRefusals,
+        (status = 503, description = "The store could not be told (or no thread could be \
+            started to tell it): the number is given up all the same, and frees itself when \
+            its store lease ends. Do not retry: the lease has ended (a retry gets 410)",
+            body = ErrorBody),
     )
 )]
 async fn release(
@@ -440,7 +457,11 @@ async fn release(
     lease_id: Result<UrlPath<String>, axum::extract::rejection::PathRejection>,
     body: axum::body::Body,
 ) -> Response {
-    respond(release_inner(api, headers, lease_id, body).await)
+    // Its 503 has ended the lease all the same: a retry would only get 410.
+    respond(
+        release_inner(api, headers, lease_id, body).await,
+        Retry::Never,
+    )
 }
 
 async fn release_inner(
@@ -490,7 +511,10 @@ async fn last_used_ms(
         return Ok(None);
     }
     let fields = read_json_object(headers, body, r#"{"lastUsedMs": 1767225600000}"#).await?;
-    if let Some(other) = fields.keys().find(|key| *key != "lastUsedMs") {
+    if let Some(other) = fields
+        .keys()
+        .find(|key| !RELEASE_BODY_FIELDS.contains(&key.as_str()))
+    {
         return Err(ApiError::bad(format!(
             "unknown field {other:?}: send nothing, or {{\"lastUsedMs\": N}}"
         )));
@@ -499,8 +523,7 @@ async fn last_used_ms(
         None => Ok(None),
         // At most 2^63 - 1, as the document says (an int64): a later mark would be clamped
         // to the last one written anyway.
-        Some(value) => value
-            .as_u64()
+        Some(value) => idgen_cli::input::whole_number(value)
             .filter(|&ms| i64::try_from(ms).is_ok())
             .map(Some)
             .ok_or_else(|| {
@@ -549,17 +572,26 @@ fn store_unreachable(error: &Error) -> ApiError {
     )
 }
 
-/// A 503 gets `Retry-After: 1`.
-fn respond(result: Result<Response, ApiError>) -> Response {
+/// Whether a 503 asks to be retried.
+#[derive(PartialEq)]
+enum Retry {
+    After1s,
+    Never,
+}
+
+/// A 503 gets `Retry-After: 1` where retrying can help; a 401 says which scheme it wants.
+fn respond(result: Result<Response, ApiError>, retry: Retry) -> Response {
     match result {
         Ok(response) => response,
         Err(error) => {
-            let retry = error.0 == StatusCode::SERVICE_UNAVAILABLE;
+            let status = error.0;
             let mut response = error.into_response();
-            if retry {
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            let headers = response.headers_mut();
+            if status == StatusCode::SERVICE_UNAVAILABLE && retry == Retry::After1s {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            if status == StatusCode::UNAUTHORIZED {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
             response
         }
@@ -583,7 +615,7 @@ fn terms_json(lease_id: &str, terms: &ExternalTerms, layout: &Layout) -> LeaseTe
 
 /// 128 random bits, hex: unguessable, so one client cannot renew or release another's
 /// lease by counting.
-fn new_lease_id() -> String {
+pub fn new_lease_id() -> String {
     let mut bytes = [0u8; 16];
     let read = std::fs::File::open("/dev/urandom").and_then(|mut file| file.read_exact(&mut bytes));
     if read.is_err() {

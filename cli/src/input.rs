@@ -124,6 +124,20 @@ pub fn count_from_json(value: &Value, max: usize) -> Result<usize, String> {
     }
 }
 
+/// A JSON number that is a whole number from 0 to 2^64 - 1, written as an integer or (JSON
+/// does not tell them apart) as `5.0` or `5e3`; a float beyond 2^53 is not exact, so none.
+pub fn whole_number(value: &Value) -> Option<u64> {
+    let Value::Number(number) = value else {
+        return None;
+    };
+    number.as_u64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|float| float.fract() == 0.0 && (0.0..=9_007_199_254_740_992.0).contains(float))
+            .map(|float| float as u64)
+    })
+}
+
 pub fn check_count(count: u64, max: usize) -> Result<usize, String> {
     if count == 0 {
         return Err("count must be at least 1; got 0".to_string());

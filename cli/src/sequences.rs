@@ -18,7 +18,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::Failure;
-use crate::api::{BodyRefusals, ErrorBody, SequencePath, SequenceRequest, SequenceValues};
+use crate::api::{
+    BodyRefusals, ErrorBody, SEQUENCE_BODY_FIELDS, SequencePath, SequenceRequest, SequenceValues,
+};
 use crate::kinds;
 use crate::serve::{ApiError, read_json_object};
 use idgen_cli::input::count_from_json;
@@ -219,7 +221,8 @@ pub fn routes() -> OpenApiRouter<Arc<Sequences>> {
         (status = 409, description = "The sequence reached the end of its range \
             (2^63 - 1)", body = ErrorBody),
         (status = 500, description = "The sequence stopped for good: its store went back \
-            (retrying cannot help; it stays stopped until an operator looks)",
+            (retrying cannot help; it stays stopped until an operator looks); or a defect \
+            of the service (work that panicked: report it)",
             body = ErrorBody),
         (status = 503, description = "The block store is away, the service has no block \
             store, it serves --max-sequences already, or it is shutting down",
@@ -243,7 +246,10 @@ async fn next_values(
         ));
     }
     let fields = read_json_object(&headers, body, r#"{"count": 10}"#).await?;
-    if let Some(field) = fields.keys().find(|field| field.as_str() != "count") {
+    if let Some(field) = fields
+        .keys()
+        .find(|field| !SEQUENCE_BODY_FIELDS.contains(&field.as_str()))
+    {
         return Err(ApiError::bad(format!(
             "unknown field {:?}: the body is {{\"count\": N}}",
             kinds::shown(field)

@@ -25,7 +25,9 @@ use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::api::{self, BodyRefusals, Decoded, ErrorBody, Health, IdList, IdsQuery, LayoutInfo};
+use crate::api::{
+    self, BodyRefusals, Decoded, Defect, ErrorBody, Health, IdList, IdPath, IdsQuery, LayoutInfo,
+};
 use crate::generators::{self, LeaseApi};
 use crate::kinds::{CountedGenerators, KINDS, Kind};
 use crate::layout_args::LayoutArgs;
@@ -37,7 +39,7 @@ use crate::{Failure, kinds, layout_json};
 use idgen_cli::input;
 
 /// Request bodies above this are refused with 413: `{"count": N}` needs a few bytes.
-const MAX_BODY_BYTES: usize = 4 * 1024;
+pub const MAX_BODY_BYTES: usize = 4 * 1024;
 
 /// Batches up to this size, and up to a quarter of one millisecond's sequence, are made on
 /// the request's own task; larger ones may wait for later milliseconds, so they go to a
@@ -45,7 +47,7 @@ const MAX_BODY_BYTES: usize = 4 * 1024;
 const INLINE_BATCH: usize = 1024;
 
 /// How long a request body may take to arrive.
-const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -333,7 +335,7 @@ fn router(service: Arc<Service>) -> Router {
     let (generators, _) = generators::routes().split_for_parts();
     ids
         // HEAD would run the GET handler and issue IDs nobody sees: not allowed.
-        .route("/v1/ids", axum::routing::head(method_not_allowed))
+        .route("/v1/ids", axum::routing::head(head_not_allowed))
         .with_state(Arc::clone(&service))
         .merge(generators.with_state(service.lease_api.clone()))
         .merge(sequences.with_state(Arc::clone(&service.sequences)))
@@ -430,6 +432,7 @@ async fn count_responses(
             another kind, or on a service without a key file", body = ErrorBody),
         (status = 503, description = "The generator refuses: its lease is not valid, or the \
             clock is behind", body = ErrorBody),
+        Defect,
     )
 )]
 async fn get_ids(
@@ -464,6 +467,7 @@ async fn get_ids(
         BodyRefusals,
         (status = 503, description = "The generator refuses: its lease is not valid, or the \
             clock is behind", body = ErrorBody),
+        Defect,
     )
 )]
 async fn post_ids(
@@ -606,8 +610,7 @@ async fn issue(
     get,
     path = "/v1/ids/{id}/decode",
     tag = "ids",
-    params(("id" = String, Path, description = "A Snowflake ID (canonical decimal, or 13 \
-        characters of base32), a UUIDv7, a ULID, or an opaque ID of a key the service holds")),
+    params(IdPath),
     responses(
         (status = 200, description = "What the ID says", body = Decoded),
         (status = 400, description = "Not an ID of any kind, or an opaque ID the service \
@@ -685,11 +688,9 @@ async fn healthz(State(service): State<Arc<Service>>) -> Response {
         same whatever its flags", body = Object, content_type = "application/json"))
 )]
 async fn openapi() -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        document_text(),
-    )
-        .into_response()
+    // The same for the life of the process: made once.
+    static TEXT: std::sync::LazyLock<String> = std::sync::LazyLock::new(document_text);
+    ([(header::CONTENT_TYPE, "application/json")], TEXT.as_str()).into_response()
 }
 
 /// The service's counters, gauges and request-latency histogram.
@@ -697,8 +698,11 @@ async fn openapi() -> Response {
     get,
     path = "/metrics",
     tag = "operations",
-    responses((status = 200, description = "OpenMetrics text (Prometheus reads it)",
-        body = String, content_type = "application/openmetrics-text"))
+    responses(
+        (status = 200, description = "OpenMetrics text (Prometheus reads it)", body = String,
+            content_type = "application/openmetrics-text"),
+        Defect,
+    )
 )]
 async fn metrics(State(service): State<Arc<Service>>) -> Response {
     // Waits and refusals of every kind: the leased Snowflake generator and the 128-bit ones.
@@ -903,6 +907,16 @@ async fn not_found() -> ApiError {
         StatusCode::NOT_FOUND,
         "no such endpoint; see /openapi.json for every endpoint".into(),
     )
+}
+
+/// `HEAD /v1/ids`: 405, naming the methods that are allowed.
+async fn head_not_allowed() -> Response {
+    let mut response = method_not_allowed().await.into_response();
+    response.headers_mut().insert(
+        header::ALLOW,
+        axum::http::HeaderValue::from_static("GET, POST"),
+    );
+    response
 }
 
 async fn method_not_allowed() -> ApiError {

@@ -749,6 +749,7 @@ fn head_issues_nothing_and_whole_numbers_with_a_fraction_part_are_counts() {
     let service = Service::start(&dir, &[]);
     let head = service.request("HEAD", "/v1/ids?count=5", &[], b"");
     assert_eq!(head.status, 405);
+    assert_eq!(head.header("Allow").as_deref(), Some("GET, POST"));
     let metrics = service.get("/metrics").body;
     assert!(metrics.contains("idgen_ids_issued_total 0\n"), "{metrics}");
     assert_eq!(

@@ -131,6 +131,39 @@ fn a_lease_renews_releases_and_then_is_gone() {
 }
 
 #[test]
+fn the_lease_api_speaks_http_auth_and_json_numbers_as_the_document_says() {
+    let dir = new_lease_dir("api-http");
+    let service = with_api(&dir, &token_file("http"), &["--workers", "0-1"]);
+    let json = ("Content-Type", "application/json");
+    let body = br#"{"holder": "auth"}"#;
+    for authorization in [None, Some("Bearer wrong".to_string())] {
+        let mut headers = vec![json];
+        headers.extend(
+            authorization
+                .as_deref()
+                .map(|value| ("Authorization", value)),
+        );
+        let refused = service.request("POST", "/v1/generators/lease", &headers, body);
+        assert_eq!(refused.status, 401, "{refused:?}");
+        assert_eq!(
+            refused.header("WWW-Authenticate").as_deref(),
+            Some("Bearer")
+        );
+    }
+    // The scheme's name in any case, as HTTP has it.
+    let lower = format!("bearer {TOKEN}");
+    let headers = [json, ("Authorization", lower.as_str())];
+    let leased = service.request("POST", "/v1/generators/lease", &headers, body);
+    assert_eq!(leased.status, 200, "{leased:?}");
+    let terms = leased.json();
+    // A whole number written as JSON may write it: 1767225600000.0 is 1767225600000.
+    let last_used = format!(r#"{{"lastUsedMs": {}.0}}"#, terms["resumeAfterMs"]);
+    let path = format!("/v1/generators/{}", terms["leaseId"].as_str().unwrap());
+    let released = service.request("DELETE", &path, &headers, last_used.as_bytes());
+    assert_eq!(released.status, 204, "{released:?}");
+}
+
+#[test]
 fn bad_requests_get_a_clear_json_error() {
     let dir = new_lease_dir("api-bad");
     let service = with_api(&dir, &token_file("bad"), &["--workers", "0-1"]);
@@ -264,6 +297,15 @@ fn bad_requests_get_a_clear_json_error() {
             "/v1/generators/0123".into(),
             Some(TOKEN),
             r#"{"lastUsedMs": -1}"#.into(),
+            400,
+            "lastUsedMs",
+        ),
+        (
+            // Above 2^63 - 1: not an int64, as the document has it.
+            "DELETE",
+            "/v1/generators/0123".into(),
+            Some(TOKEN),
+            r#"{"lastUsedMs": 9223372036854775808}"#.into(),
             400,
             "lastUsedMs",
         ),

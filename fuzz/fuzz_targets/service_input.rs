@@ -1,5 +1,6 @@
 //! The service's input rules on any bytes: a query string for `/v1/ids` and a JSON body
-//! with `count`, `kind` and `form`. Nothing panics; an accepted count is 1 to the maximum.
+//! with `count`, `kind` and `form` (or a release's `lastUsedMs`). Nothing panics; an
+//! accepted count is 1 to the maximum, and a whole number is the number JSON wrote.
 #![no_main]
 
 use idgen_cli::input;
@@ -26,6 +27,15 @@ fuzz_target!(|bytes: &[u8]| {
             assert!((1..=MAX).contains(&count));
         }
         let _ = input::named_field(&fields, "kind", "a kind", |text| Ok(text.len()));
+        if let Some(value) = fields.get("lastUsedMs")
+            && let Some(whole) = input::whole_number(value)
+        {
+            let number = value.as_number().unwrap();
+            match number.as_u64() {
+                Some(exact) => assert_eq!(whole, exact),
+                None => assert_eq!(whole as f64, number.as_f64().unwrap()),
+            }
+        }
     }
     let shown = input::shown(&String::from_utf8_lossy(bytes));
     assert!(shown.chars().count() <= 67);

@@ -246,6 +246,8 @@ pub struct Reply {
     pub status: u16,
     pub content_type: String,
     pub body: String,
+    /// The status line and headers.
+    head: String,
 }
 
 impl Reply {
@@ -267,7 +269,17 @@ impl Reply {
             status,
             content_type,
             body: body.to_string(),
+            head: head.to_string(),
         }
+    }
+
+    /// The value of the header `name`, if the response has it.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.eq_ignore_ascii_case(name)
+                .then(|| value.trim().to_string())
+        })
     }
 
     /// Whether `raw` holds the whole response: as many body bytes as Content-Length says.
