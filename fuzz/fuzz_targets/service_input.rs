@@ -13,7 +13,11 @@ fuzz_target!(|bytes: &[u8]| {
     if let Ok(query) = std::str::from_utf8(bytes)
         && let Ok(pairs) = input::query_pairs(query)
     {
-        assert!(pairs.iter().all(|(key, _)| input::ID_PARAMETERS.contains(&key.as_str())));
+        assert!(
+            pairs
+                .iter()
+                .all(|(key, _)| input::ID_PARAMETERS.contains(&key.as_str()))
+        );
         if let Ok(count) = input::count_from_query(&pairs, MAX) {
             assert!((1..=MAX).contains(&count));
         }
