@@ -288,10 +288,12 @@ mod described {
         Defect(ErrorBody),
     }
 
-    /// The lease store cannot be reached (or no thread could be started to call it).
+    /// The lease API's answer while the store cannot be called.
     #[derive(IntoResponses)]
     pub enum StoreAway {
-        /// Keep to the terms you have and retry.
+        /// The lease store cannot be reached, or every one of the service's 64 slots for
+        /// store calls stayed busy for 5 s (or no thread could be started to call it): keep
+        /// to the terms you have and retry.
         #[response(
             status = 503,
             headers(("Retry-After" = u32, description = "Seconds to wait: 1"))
@@ -478,6 +480,16 @@ mod tests {
                 .as_str()
                 .unwrap()
                 .contains(&size)
+        );
+        let store_away =
+            document["paths"]["/v1/generators/lease"]["post"]["responses"]["503"]["description"]
+                .as_str()
+                .unwrap();
+        let slots = format!("{} slots", crate::generators::MAX_STORE_CALLS);
+        let wait = format!("{} s", crate::generators::STORE_CALL_WAIT.as_secs());
+        assert!(
+            store_away.contains(&slots) && store_away.contains(&wait),
+            "{store_away}"
         );
     }
 
