@@ -60,6 +60,22 @@ pub fn idgen_with_env(args: &[&str], env: &[(&str, &Path)]) -> (ExitStatus, Stri
     )
 }
 
+/// The ID `idgen next` with `args` prints, retried for at most 10 s while its range is full
+/// (a number held for a moment by another process on the host: default-directory numbers
+/// are host-wide); any other failure fails the test.
+pub fn next_id_once_free(args: &[&str], env: &[(&str, &Path)]) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, stdout, stderr) = idgen_with_env(args, env);
+        if status.success() {
+            return stdout.trim().parse().unwrap();
+        }
+        assert!(stderr.contains("no free worker number"), "{stderr}");
+        assert!(Instant::now() < deadline, "{stderr}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A running `idgen serve` on a free loopback port; killed on drop if still running.
 pub struct Service {
     pub child: Child,
