@@ -25,7 +25,7 @@ use crate::api::{
 };
 use crate::lease_args::LeaseSource;
 use crate::serve::{ApiError, read_json_object};
-use crate::{Failure, layout_json};
+use crate::{Failure, layout_info};
 
 /// The longest holder name, in characters.
 pub const MAX_HOLDER_CHARS: usize = 128;
@@ -327,7 +327,7 @@ async fn lease_inner(
             renewed: Instant::now(),
         },
     );
-    Ok(axum::Json(terms_json(&lease_id, &terms, &api.layout)).into_response())
+    Ok(axum::Json(lease_terms(&lease_id, &terms, &api.layout)).into_response())
 }
 
 /// A lease not yet handed to its client. If the request goes away first (the client hung
@@ -444,7 +444,7 @@ async fn renew_inner(
                 // Released or expired while this renewal ran.
                 return Err(gone(&api, &lease_id));
             }
-            Ok(axum::Json(terms_json(&lease_id, &terms, &api.layout)).into_response())
+            Ok(axum::Json(lease_terms(&lease_id, &terms, &api.layout)).into_response())
         }
         Some(Err(error @ Error::LeaseLost { .. })) => {
             drop(lock(&lease).take());
@@ -631,7 +631,7 @@ fn respond(result: Result<Response, ApiError>, retry: Retry) -> Response {
     }
 }
 
-fn terms_json(lease_id: &str, terms: &ExternalTerms, layout: &Layout) -> LeaseTerms {
+fn lease_terms(lease_id: &str, terms: &ExternalTerms, layout: &Layout) -> LeaseTerms {
     LeaseTerms {
         lease_id: lease_id.to_string(),
         datacenter: terms.datacenter,
@@ -642,7 +642,7 @@ fn terms_json(lease_id: &str, terms: &ExternalTerms, layout: &Layout) -> LeaseTe
         renew_every_ms: terms.renew_every.as_millis() as u64,
         // So a client can see how far its clock is from the one that wrote the marks.
         server_now_ms: idgen::Clock::now_unix_ms(&SystemClock),
-        layout: layout_json(layout),
+        layout: layout_info(layout),
     }
 }
 

@@ -9,7 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::api::Decoded;
-use crate::{Failure, decoded_json, parse_id, time};
+use crate::{Failure, decoded, parse_id, time};
 
 /// A kind of ID, as `kind` names it in requests and `--kind` on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, ToSchema)]
@@ -99,19 +99,19 @@ pub fn decode_any(layout: &Layout, opaque: OpaqueKeys<'_>, text: &str) -> Result
         let id = crate::opaque::decode_parsed(codec, text, parsed)?;
         return Ok(Decoded {
             opaque: Some(text.to_string()),
-            ..decoded_json(layout, id)
+            ..decoded(layout, id)
         });
     }
     match text.len() {
         36 => {
             let uuid: Uuid7 = parse_as(text, "UUIDv7")?;
-            Ok(counted_json(&uuid, Kind::Uuidv7, uuid.unix_ms()))
+            Ok(decoded_counted(&uuid, Kind::Uuidv7, uuid.unix_ms()))
         }
         26 => {
             let ulid: Ulid = parse_as(text, "ULID")?;
-            Ok(counted_json(&ulid, Kind::Ulid, ulid.unix_ms()))
+            Ok(decoded_counted(&ulid, Kind::Ulid, ulid.unix_ms()))
         }
-        _ => Ok(decoded_json(layout, parse_id(text)?)),
+        _ => Ok(decoded(layout, parse_id(text)?)),
     }
 }
 
@@ -124,7 +124,7 @@ fn parse_as<T: std::str::FromStr<Err: std::fmt::Display>>(
 }
 
 /// What there is to say of a UUIDv7 or a ULID: its canonical text, kind and time.
-fn counted_json(id: &impl std::fmt::Display, kind: Kind, unix_ms: u64) -> Decoded {
+fn decoded_counted(id: &impl std::fmt::Display, kind: Kind, unix_ms: u64) -> Decoded {
     Decoded {
         id: id.to_string(),
         kind,

@@ -258,7 +258,7 @@ pub fn parse_id(text: &str) -> Result<Id, String> {
 }
 
 /// What a Snowflake ID says, shared with the HTTP service.
-pub fn decoded_json(layout: &Layout, id: Id) -> api::Decoded {
+pub fn decoded(layout: &Layout, id: Id) -> api::Decoded {
     let parts = layout.decode(id);
     api::Decoded {
         id: id.to_string(),
@@ -290,7 +290,7 @@ fn decode(args: DecodeArgs) -> Result<(), Failure> {
 }
 
 /// The JSON form of a layout's arithmetic, shared with the HTTP service.
-pub fn layout_json(layout: &Layout) -> api::LayoutInfo {
+pub fn layout_info(layout: &Layout) -> api::LayoutInfo {
     api::LayoutInfo {
         time_bits: layout.time_bits(),
         datacenter_bits: layout.datacenter_bits(),
@@ -324,7 +324,7 @@ fn big_number(n: u128) -> serde_json::Value {
 fn layout(args: LayoutCommand) -> Result<(), Failure> {
     let layout = args.layout.layout()?;
     if args.json {
-        println!("{}", json_text(&layout_json(&layout)));
+        println!("{}", json_text(&layout_info(&layout)));
         return Ok(());
     }
     println!(

@@ -35,7 +35,7 @@ use crate::lease_args::LeaseArgs;
 use crate::log::LogFormat;
 use crate::opaque::{self, Form};
 use crate::sequences::{self, BlockArgs, Sequences};
-use crate::{Failure, kinds, layout_json};
+use crate::{Failure, kinds, layout_info};
 use idgen_cli::input;
 
 /// Request bodies above this are refused with 413: `{"count": N}` needs a few bytes.
@@ -638,7 +638,7 @@ async fn decode(
     responses((status = 200, description = "The layout's bits and arithmetic", body = LayoutInfo))
 )]
 async fn layout(State(service): State<Arc<Service>>) -> Response {
-    axum::Json(layout_json(&service.layout)).into_response()
+    axum::Json(layout_info(&service.layout)).into_response()
 }
 
 /// Whether Snowflake IDs are issued: for a balancer (UUIDv7s and ULIDs need no lease, but
