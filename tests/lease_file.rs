@@ -864,3 +864,31 @@ fn a_shard_whose_number_is_lost_takes_another_while_the_others_keep_theirs() {
     assert!(sharded.next_id().unwrap() > last);
     sharded.release().unwrap();
 }
+
+#[test]
+fn a_lost_claim_keeps_its_number_held_until_it_is_dropped() {
+    // The directory is deleted under a holder: its renewal finds the claim lost. The
+    // keeper cuts the generator's ceiling and only then drops the claim; until then a
+    // successor on a re-created directory must not get the number, or a call preempted
+    // between reading the old ceiling and returning its ID could issue beside it.
+    let dir = new_store_dir("lost-held");
+    let mut claim = FileStore::open(&dir)
+        .unwrap()
+        .acquire(&range("3-3"))
+        .unwrap();
+    fs::remove_dir_all(&dir).unwrap();
+    let renewed = claim.renew(u64::MAX / 2);
+    assert!(
+        matches!(renewed, Err(Error::LeaseLost { worker: 3, .. })),
+        "{renewed:?}"
+    );
+    let successor = FileStore::open(&dir).unwrap();
+    let early = successor.acquire(&range("3-3"));
+    assert!(
+        matches!(early, Err(Error::LeaseRangeFull { .. })),
+        "taken while the lost claim lived: {early:?}"
+    );
+    drop(claim);
+    let later = successor.acquire(&range("3-3")).unwrap();
+    assert_eq!(later.worker(), 3);
+}

@@ -118,8 +118,9 @@ pub struct Health {
     pub lease: LeaseHealth,
     pub datacenter: u64,
     pub worker: u64,
-    /// Milliseconds left before the mark (negative: past it).
-    pub valid_for_ms: i64,
+    /// Milliseconds left in which IDs are issued: before the mark while the lease is
+    /// `Valid` or in an `Outage`, 0 once it is past (`Expired`), `Lost` or `Released`.
+    pub valid_for_ms: u64,
     /// During an outage: when it began, in Unix milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]

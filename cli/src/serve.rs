@@ -672,7 +672,7 @@ async fn healthz(State(service): State<Arc<Service>>) -> Response {
         lease,
         datacenter: stats.datacenter,
         worker: stats.worker,
-        valid_for_ms: stats.valid_for_ms,
+        valid_for_ms: u64::try_from(stats.valid_for_ms).unwrap_or(0),
         // Still issuing, up to the mark: validForMs says how long.
         outage_since_ms: stats.outage_since_unix_ms,
     };

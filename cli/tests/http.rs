@@ -625,6 +625,8 @@ fn a_lost_lease_gives_503_with_the_reason_until_a_number_is_held_again() {
     let health = service.get("/healthz");
     assert_eq!(health.status, 503);
     assert_eq!(health.json()["lease"], "Lost");
+    // Nothing is issued, so no time is left: 0, not the distance to the Unix epoch.
+    assert_eq!(health.json()["validForMs"], 0, "{}", health.body);
     let metrics = service.get("/metrics").body;
     assert!(metrics.contains("idgen_lease_valid 0\n"), "{metrics}");
     // Counted as lease trouble, not clock trouble.
@@ -637,7 +639,19 @@ fn a_lost_lease_gives_503_with_the_reason_until_a_number_is_held_again() {
     // The directory comes back empty: without its roster it is not a store the keeper may
     // trust (what it knew of earlier holders is gone), so the service stays unavailable ...
     std::fs::create_dir_all(&leases).unwrap();
-    thread::sleep(std::time::Duration::from_millis(1_500));
+    // Two more attempts at a number, both after the directory came back.
+    let failures = || {
+        metric_value(
+            &service.get("/metrics").body,
+            "idgen_lease_renewal_failures_total",
+        )
+    };
+    let before = failures();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while failures() < before + 2 {
+        assert!(std::time::Instant::now() < deadline, "no new attempt");
+        thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert_eq!(service.get("/healthz").status, 503);
     assert_eq!(service.get("/v1/ids?count=1").status, 503);
     // ... until an operator initialises it; then the keeper takes a number again (after

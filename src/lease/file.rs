@@ -1027,8 +1027,10 @@ struct FileClaim {
 }
 
 impl FileClaim {
-    fn lost(&mut self) -> Error {
-        self.liveness = None;
+    /// The claim is lost, but its liveness lock stays bound until the claim is dropped:
+    /// the keeper cuts the generator's ceiling first, so no successor can take the number
+    /// while a call that read the old ceiling may still issue on it.
+    fn lost(&self) -> Error {
         Error::LeaseLost {
             datacenter: self.datacenter,
             worker: self.worker,

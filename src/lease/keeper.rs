@@ -621,7 +621,7 @@ impl<C: Clock> Keeper<C> {
     }
 
     pub(super) fn stats(&self) -> LeaseStats {
-        let valid_for_ms = self.valid_for_ms();
+        let mut valid_for_ms = self.valid_for_ms();
         let state = match self.counters.state.load(Ordering::Relaxed) {
             STATE_LOST => LeaseState::Lost,
             STATE_RELEASED => LeaseState::Released,
@@ -629,6 +629,11 @@ impl<C: Clock> Keeper<C> {
             _ if self.marks.outage_since_unix_ms.load(Ordering::Relaxed) != 0 => LeaseState::Outage,
             _ => LeaseState::Valid,
         };
+        // A lost or released lease has no ceiling (0): "expired since the epoch" would be
+        // a number with no meaning.
+        if matches!(state, LeaseState::Lost | LeaseState::Released) {
+            valid_for_ms = 0;
+        }
         LeaseStats {
             state,
             datacenter: self.generator.datacenter(),

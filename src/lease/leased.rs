@@ -61,7 +61,7 @@ pub struct LeaseStats {
     /// Unix ms on the generator's clock; `None` while renewals succeed.
     pub outage_since_unix_ms: Option<u64>,
     /// Milliseconds of validity left (negative: expired that long ago), on the generator's
-    /// clock.
+    /// clock; 0 once the lease is lost or released.
     pub valid_for_ms: i64,
     /// The first Unix millisecond (generator's clock) in which no ID is issued: the
     /// millisecond after the mark.
