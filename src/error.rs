@@ -282,6 +282,36 @@ pub enum Error {
         /// What to run.
         fix: String,
     },
+    /// The lease store serves another layout. Two layouts on one store put one bit pattern
+    /// on two nodes (a worker number of one is a sequence range of the other), or, with
+    /// another epoch, on two moments: their IDs collide. Permanent: use the store's layout,
+    /// or move to a new store as `docs/leases.md` ("Moving to a new layout") says.
+    #[error(
+        "the lease store {store} serves the layout {recorded}; this process uses {ours}: IDs          of two layouts on one store collide. Use the store's layout (the layout flags or          IDGEN_* variables of the processes that use it), or move to a new store after          `idgen leases move-check`"
+    )]
+    LayoutMismatch {
+        /// The directory or etcd namespace.
+        store: String,
+        /// The layout the store serves.
+        recorded: String,
+        /// The layout of the caller.
+        ours: String,
+    },
+    /// The lease store went back in time (restored from a snapshot or a backup): it lost
+    /// this holder's last confirmed mark, so it may have handed this number, or others, to
+    /// a second process. Issuing stopped. Permanent until an operator runs the procedure
+    /// in `fix` (see `docs/leases.md`, "Restoring a store from a backup").
+    #[error(
+        "the lease store {store} went back in time (restored from a snapshot or a backup?): \
+         it lost this holder's last mark, and another process may hold this number; stopped \
+         issuing. {fix}"
+    )]
+    LeaseStoreRestored {
+        /// The directory or etcd namespace.
+        store: String,
+        /// What to run.
+        fix: String,
+    },
     /// The clock is further behind the previous holder's mark than a leased generator may
     /// wait at start: this host's clock and the previous holder's disagree.
     #[error(

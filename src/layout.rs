@@ -1,6 +1,8 @@
 //! The bit layout of an ID: field widths, the custom epoch, packing and unpacking, and the
 //! arithmetic that follows from them. Pure maths: no atomics and no clock here.
 
+use std::fmt;
+
 use crate::error::{Error, Field};
 use crate::id::Id;
 
@@ -304,5 +306,113 @@ impl Layout {
     /// The datacenter and worker fields in place, for numbers already checked.
     pub(crate) const fn node_bits(&self, datacenter: u64, worker: u64) -> u64 {
         (datacenter << self.datacenter_shift()) | (worker << self.worker_shift())
+    }
+
+    /// The largest ID any node of this layout can issue in or before the millisecond
+    /// `unix_ms` (clamped to the layout's lifetime): where a fleet that stopped at that
+    /// mark leaves the ID space. 0 before the epoch, where nothing was issued.
+    ///
+    /// ```
+    /// use idgen::Layout;
+    /// let layout = Layout::default();
+    /// let epoch = layout.epoch_unix_ms();
+    /// assert_eq!(layout.last_id_until(epoch).as_u64(), (1 << 22) - 1);
+    /// assert_eq!(layout.last_id_until(epoch - 1).as_u64(), 0);
+    /// ```
+    pub const fn last_id_until(&self, unix_ms: u64) -> Id {
+        if unix_ms < self.epoch_unix_ms {
+            return Id::from_raw(0);
+        }
+        let elapsed = unix_ms - self.epoch_unix_ms;
+        let elapsed = if elapsed > self.max_elapsed_ms() {
+            self.max_elapsed_ms()
+        } else {
+            elapsed
+        };
+        Id::from_raw((elapsed << self.time_shift()) | mask(self.time_shift()))
+    }
+
+    /// The first Unix millisecond whose every ID lies above `id`: when a fleet moving to
+    /// this layout may start after the old one left the ID space at `id` (see
+    /// [`Layout::last_id_until`]). `None` when the layout ends before that.
+    ///
+    /// ```
+    /// use idgen::Layout;
+    /// let old = Layout::default();
+    /// // The same widths on a later epoch start below the old IDs: they must wait.
+    /// let later = old.with_epoch_unix_ms(old.epoch_unix_ms() as i64 + 1_000)?;
+    /// let left_at = old.last_id_until(old.epoch_unix_ms() + 5_000);
+    /// assert_eq!(later.first_unix_ms_above(left_at), Some(old.epoch_unix_ms() + 6_001));
+    /// # Ok::<(), idgen::Error>(())
+    /// ```
+    pub const fn first_unix_ms_above(&self, id: Id) -> Option<u64> {
+        let elapsed = (id.as_u64() >> self.time_shift()) + 1;
+        if elapsed > self.max_elapsed_ms() {
+            return None;
+        }
+        Some(self.epoch_unix_ms + elapsed)
+    }
+
+    /// The layout as a lease store records it (see `docs/leases.md`, "One layout per
+    /// store"): one line naming every width and the epoch.
+    ///
+    /// ```
+    /// use idgen::Layout;
+    /// let text = Layout::default().record();
+    /// assert_eq!(
+    ///     text,
+    ///     "idgen-layout v1 time=41 datacenter=5 worker=5 sequence=12 epoch=1704067200000"
+    /// );
+    /// assert_eq!(Layout::from_record(&text), Some(Layout::default()));
+    /// assert_eq!(Layout::from_record("idgen-layout v1 time=41"), None);
+    /// ```
+    pub fn record(&self) -> String {
+        format!(
+            "{LAYOUT_RECORD}time={} datacenter={} worker={} sequence={} epoch={}",
+            self.time_bits,
+            self.datacenter_bits,
+            self.worker_bits,
+            self.sequence_bits,
+            self.epoch_unix_ms
+        )
+    }
+
+    /// Reads what [`Layout::record`] writes, exactly (a trailing newline aside); `None`
+    /// for anything else, or for widths and an epoch that make no layout.
+    pub fn from_record(text: &str) -> Option<Layout> {
+        let text = text.strip_suffix('\n').unwrap_or(text);
+        let mut fields = text.strip_prefix(LAYOUT_RECORD)?.split(' ');
+        let mut field = |name: &str| -> Option<u64> {
+            let digits = fields.next()?.strip_prefix(name)?.strip_prefix('=')?;
+            let canonical = !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && (digits == "0" || !digits.starts_with('0'));
+            canonical.then(|| digits.parse().ok())?
+        };
+        let widths = [
+            field("time")?,
+            field("datacenter")?,
+            field("worker")?,
+            field("sequence")?,
+        ];
+        let epoch = i64::try_from(field("epoch")?).ok()?;
+        if fields.next().is_some() || widths.iter().any(|&w| w > 63) {
+            return None;
+        }
+        let [time, datacenter, worker, sequence] = widths.map(|w| w as u32);
+        Layout::new(time, datacenter, worker, sequence)
+            .and_then(|layout| layout.with_epoch_unix_ms(epoch))
+            .ok()
+    }
+}
+
+/// The first words of [`Layout::record`]'s text.
+const LAYOUT_RECORD: &str = "idgen-layout v1 ";
+
+impl fmt::Display for Layout {
+    /// The widths and the epoch, as [`Layout::record`] names them.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let record = self.record();
+        f.write_str(record.strip_prefix(LAYOUT_RECORD).unwrap_or(&record))
     }
 }

@@ -588,3 +588,170 @@ fn a_holder_key_put_by_hand_without_a_lease_is_reported_not_counted_as_held() {
     assert_eq!((*held, unusable.len()), (0, 1), "{error}");
     assert!(error.to_string().contains("without a lease"), "{error}");
 }
+
+#[test]
+fn a_namespace_serves_one_layout_and_of_racing_processes_exactly_one_records_its_own() {
+    let endpoints = endpoints();
+    let layouts = leases::distinct_layouts(6);
+    for round in 0..10 {
+        let namespace = namespace(&format!("layout-race-{round}"));
+        store(&endpoints, &namespace);
+        let stores = layouts
+            .iter()
+            .map(|_| Box::new(store(&endpoints, &namespace)) as Box<dyn LeaseStore>)
+            .collect();
+        leases::assert_exactly_one_layout_wins(stores, &layouts);
+    }
+    // Two services with the issue's two layouts on one namespace: the second is refused.
+    let namespace = namespace("layout-two-services");
+    let service_layout = Layout::new(41, 0, 8, 14).unwrap();
+    let first = LeasedGenerator::builder(store(&endpoints, &namespace), range("0-0"))
+        .generator(idgen::Generator::builder().layout(service_layout))
+        .acquire()
+        .unwrap();
+    first.next_id().unwrap();
+    let second = LeasedGenerator::builder(store(&endpoints, &namespace), range("1-1")).acquire();
+    match second {
+        Err(Error::LayoutMismatch { recorded, ours, .. }) => {
+            assert_eq!(recorded, service_layout.to_string());
+            assert_eq!(ours, Layout::DEFAULT.to_string());
+        }
+        other => panic!("a second layout was let in: {other:?}"),
+    }
+    // A namespace not initialised records nothing, and says what to run.
+    let bare = EtcdStore::connect(&[endpoints.as_str()], &namespace_fresh()).unwrap();
+    assert!(matches!(
+        bare.bind_layout(&Layout::DEFAULT),
+        Err(Error::LeaseStoreUninitialised { .. })
+    ));
+    assert_eq!(bare.recorded_layout().unwrap(), None);
+}
+
+fn namespace_fresh() -> String {
+    namespace("layout-bare")
+}
+
+/// etcd's disaster recovery under a live holder: a snapshot taken before the holder took
+/// its number, then restored. The restored namespace has no trace of the holder, so a
+/// second process could take the number at once; the holder finds at its next renewal
+/// that the store went back in time and stops, and this process takes no number again
+/// until `init --after-restore` ran, after which every number waits a horizon.
+#[test]
+fn after_a_snapshot_restore_the_holder_stops_and_numbers_wait_until_the_restore_step() {
+    let mut server = EtcdServer::start("restore");
+    let endpoint = server.endpoint.clone();
+    let namespace = namespace("restore");
+    let connect = || {
+        EtcdStore::connect(&[endpoint.as_str()], &namespace)
+            .unwrap()
+            .with_ttl(Duration::from_secs(2))
+            .unwrap()
+            .with_outage_horizon(Duration::from_secs(2))
+    };
+    let store = connect();
+    let an_hour_ago = idgen::SystemClock.now_unix_ms() - 3_600_000;
+    store.init(0..=0, 0..=3, an_hour_ago).unwrap();
+    let snapshot = server.snapshot("before-the-holder.db");
+    let mut claim = store.acquire(&range("0-0")).unwrap();
+    let now = idgen::SystemClock.now_unix_ms();
+    claim.renew(now + 2_000).unwrap();
+    claim.renew(now + 2_001).unwrap();
+    server.restore(&snapshot);
+    // Whatever the order of the holder's renewal and a successor's acquire, the holder's
+    // renewal says the store went back; it names the restore step.
+    let renewed = claim.renew(now + 2_002);
+    match &renewed {
+        Err(Error::LeaseStoreRestored { fix, .. }) => {
+            assert!(fix.contains("idgen leases init --after-restore"), "{fix}")
+        }
+        other => panic!("the restore went unnoticed: {other:?}"),
+    }
+    // This process takes no number from the restored store ...
+    let refused = store.acquire(&range("0-3"));
+    assert!(
+        matches!(refused, Err(Error::LeaseStoreRestored { .. })),
+        "{refused:?}"
+    );
+    // ... until the restore step ran; then every number waits a horizon from it.
+    let before = idgen::SystemClock.now_unix_ms();
+    let raised = connect()
+        .init_after_restore(0..=0, 0..=3, before)
+        .unwrap();
+    assert_eq!(raised, 4);
+    let taken = store.acquire(&range("0-3")).unwrap();
+    assert!(
+        taken.previous_mark_unix_ms().unwrap() >= before + 2_000,
+        "{taken:?}"
+    );
+    // A fresh process (which saw nothing) waits the same horizon.
+    let fresh = connect().acquire(&range("0-3")).unwrap();
+    assert!(fresh.previous_mark_unix_ms().unwrap() >= before + 2_000);
+}
+
+/// A holder whose holder key was in the snapshot keeps its lease through the restore,
+/// but the mark it confirmed since is gone: it stops too.
+#[test]
+fn a_holder_whose_last_mark_a_restore_took_away_stops_even_with_its_key_restored() {
+    let mut server = EtcdServer::start("restore-held");
+    let endpoint = server.endpoint.clone();
+    let namespace = namespace("restore-held");
+    let store = EtcdStore::connect(&[endpoint.as_str()], &namespace)
+        .unwrap()
+        .with_ttl(Duration::from_secs(2))
+        .unwrap();
+    let an_hour_ago = idgen::SystemClock.now_unix_ms() - 3_600_000;
+    store.init(0..=0, 0..=0, an_hour_ago).unwrap();
+    let mut claim = store.acquire(&range("0-0")).unwrap();
+    let now = idgen::SystemClock.now_unix_ms();
+    claim.renew(now + 2_000).unwrap();
+    let snapshot = server.snapshot("while-held.db");
+    claim.renew(now + 2_001).unwrap();
+    claim.renew(now + 2_002).unwrap();
+    server.restore(&snapshot);
+    let renewed = claim.renew(now + 2_003);
+    assert!(
+        matches!(renewed, Err(Error::LeaseStoreRestored { .. })),
+        "{renewed:?}"
+    );
+}
+
+/// A fleet on a 10-minute horizon; a mark key deleted; `init` and a successor on shorter
+/// horizons of their own infer the lost mark with the fleet's, since a holder cut off
+/// from etcd may issue that long.
+#[test]
+fn a_lost_mark_is_inferred_with_the_largest_horizon_a_holder_recorded() {
+    let namespace = namespace("horizon");
+    let endpoints = endpoints();
+    // Each connected (and so initialised) before the key is deleted.
+    let short = || store(&endpoints, &namespace).with_outage_horizon(Duration::from_secs(2));
+    let (for_successor, for_init) = (short(), short());
+    let fleet = LeasedGenerator::builder(short(), range("0-0"))
+        .outage_horizon(Duration::from_secs(600))
+        .acquire()
+        .unwrap();
+    fleet.next_id().unwrap();
+    let status = std::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoints}"))
+        .args(["del", &format!("{namespace}/dc/0/mark/5")])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("etcdctl (Debian's etcd-client) is needed");
+    assert!(status.success());
+    let before = idgen::SystemClock.now_unix_ms();
+    let successor = LeasedGenerator::builder(for_successor, range("5-5"))
+        .outage_horizon(Duration::from_secs(2))
+        .startup_wait(Duration::from_millis(100))
+        .acquire();
+    match successor {
+        Err(Error::ClockBehindMark { behind_ms }) => {
+            assert!(behind_ms > 590_000, "inferred {behind_ms} ms ahead")
+        }
+        other => panic!("the fleet's horizon was not used: {other:?}"),
+    }
+    // `init` writes the missing mark with the fleet's horizon, not its own 2 s.
+    for_init.init(0..=0, 5..=5, before).unwrap();
+    let marked = for_init.survey(&range("5-5")).unwrap()[0].mark_unix_ms.unwrap();
+    assert!(marked >= before + 600_000, "{marked} vs {before}");
+    fleet.release().unwrap();
+}

@@ -892,3 +892,131 @@ fn a_lost_claim_keeps_its_number_held_until_it_is_dropped() {
     let later = successor.acquire(&range("3-3")).unwrap();
     assert_eq!(later.worker(), 3);
 }
+
+/// The reproduction, in the library: a service on 41/0/8/14 and a process on the
+/// default layout share a lease directory; the second's worker 1 is the first's worker 0
+/// at sequence 4,096 and up.
+#[test]
+fn a_store_serves_one_layout_and_refuses_any_other_naming_both() {
+    let dir = new_store_dir("one-layout");
+    let service_layout = Layout::new(41, 0, 8, 14).unwrap();
+    let service = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-0"))
+        .generator(Generator::builder().layout(service_layout))
+        .acquire()
+        .unwrap();
+    service.next_id().unwrap();
+    let other = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("1-1"))
+        .generator(Generator::builder().layout(Layout::DEFAULT))
+        .acquire();
+    match other {
+        Err(Error::LayoutMismatch { recorded, ours, .. }) => {
+            assert_eq!(recorded, service_layout.to_string());
+            assert_eq!(ours, Layout::DEFAULT.to_string());
+        }
+        other => panic!("a second layout was let in: {other:?}"),
+    }
+    // The epoch is part of the layout: marks are Unix ms, so a later epoch would resume
+    // after the mark and reissue old bit patterns.
+    let later_epoch = service_layout
+        .with_epoch_unix_ms(service_layout.epoch_unix_ms() as i64 + 86_400_000)
+        .unwrap();
+    let error = FileStore::open(&dir)
+        .unwrap()
+        .bind_layout(&later_epoch)
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("epoch=1704153600000"),
+        "{error}"
+    );
+    // The lease API's leases are held to it too.
+    let external = idgen::lease::ExternalLease::acquire(
+        &FileStore::open(&dir).unwrap(),
+        &Layout::DEFAULT,
+        &range("2-2"),
+        "svc",
+        None,
+        &idgen::SystemClock,
+    );
+    assert!(
+        matches!(external, Err(Error::LayoutMismatch { .. })),
+        "{external:?}"
+    );
+    // The same layout is welcome.
+    let same = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("1-1"))
+        .generator(Generator::builder().layout(service_layout))
+        .acquire()
+        .unwrap();
+    assert_ne!(same.next_id().unwrap(), service.next_id().unwrap());
+}
+
+#[test]
+fn of_processes_racing_with_different_layouts_exactly_one_records_its_own() {
+    let layouts = leases::distinct_layouts(6);
+    for round in 0..20 {
+        let dir = new_store_dir(&format!("layout-race-{round}"));
+        FileStore::open(&dir).unwrap();
+        let stores = layouts
+            .iter()
+            .map(|_| Box::new(FileStore::open(&dir).unwrap()) as Box<dyn LeaseStore>)
+            .collect();
+        leases::assert_exactly_one_layout_wins(stores, &layouts);
+    }
+}
+
+#[test]
+fn a_store_used_before_layouts_were_recorded_keeps_working_and_records_the_first() {
+    let dir = new_store_dir("layout-legacy");
+    // As an older idgen left it: a roster and a record, no layout file.
+    let store = FileStore::open(&dir).unwrap();
+    let mut claim = store.acquire(&range("0-0")).unwrap();
+    claim.renew(1).unwrap();
+    claim.release(1).unwrap();
+    drop(claim);
+    assert!(!dir.join("layout.idgen").exists());
+    assert_eq!(store.recorded_layout().unwrap(), None);
+    let generator = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-3"))
+        .acquire()
+        .unwrap();
+    generator.next_id().unwrap();
+    assert_eq!(store.recorded_layout().unwrap(), Some(Layout::DEFAULT));
+    let text = fs::read_to_string(dir.join("layout.idgen")).unwrap();
+    assert_eq!(text, format!("{}\n", Layout::DEFAULT.record()));
+    // A damaged record is never guessed at, nor overwritten.
+    drop(generator);
+    fs::write(dir.join("layout.idgen"), "idgen-layout v1 time=41\n").unwrap();
+    let error = store.bind_layout(&Layout::DEFAULT).unwrap_err();
+    assert!(error.to_string().contains("not an idgen layout record"), "{error}");
+    assert_eq!(
+        fs::read_to_string(dir.join("layout.idgen")).unwrap(),
+        "idgen-layout v1 time=41\n"
+    );
+}
+
+/// A holder on a 10 s horizon; its record deleted after it stopped; a successor on a 1 s
+/// horizon of its own infers the lost mark with the holder's 10 s.
+#[test]
+fn a_lost_mark_is_inferred_with_the_largest_horizon_a_holder_recorded() {
+    let dir = new_store_dir("horizon-record");
+    let store = || {
+        FileStore::open(&dir)
+            .unwrap()
+            .with_ttl(Duration::from_secs(1))
+            .unwrap()
+    };
+    let holder = LeasedGenerator::builder(store(), range("0-0"))
+        .outage_horizon(Duration::from_secs(10))
+        .acquire()
+        .unwrap();
+    holder.next_id().unwrap();
+    fs::remove_file(store().record_path(0, 0)).unwrap();
+    drop(holder);
+    let successor = LeasedGenerator::builder(store(), range("0-0"))
+        .startup_wait(Duration::from_millis(100))
+        .acquire();
+    match successor {
+        Err(Error::ClockBehindMark { behind_ms }) => {
+            assert!(behind_ms > 8_000, "inferred {behind_ms} ms ahead")
+        }
+        other => panic!("the holder's horizon was not used: {other:?}"),
+    }
+}

@@ -293,6 +293,7 @@ async fn lease_inner(
         off_runtime(move || {
             ExternalLease::acquire(
                 &*api.source.store,
+                &api.layout,
                 &api.source.range,
                 &holder,
                 api.source.horizon,
@@ -446,7 +447,7 @@ async fn renew_inner(
             }
             Ok(axum::Json(lease_terms(&lease_id, &terms, &api.layout)).into_response())
         }
-        Some(Err(error @ Error::LeaseLost { .. })) => {
+        Some(Err(error @ (Error::LeaseLost { .. } | Error::LeaseStoreRestored { .. }))) => {
             drop(lock(&lease).take());
             api.leases().insert(
                 lease_id,

@@ -167,7 +167,9 @@ impl LeaseSource {
             builder = builder.holder(holder.clone());
         }
         builder.acquire().map_err(|error| match error {
-            idgen::Error::LeaseConfig { .. } => Failure::input(format!("{error}")),
+            idgen::Error::LeaseConfig { .. } | idgen::Error::LayoutMismatch { .. } => {
+                Failure::input(format!("{error}"))
+            }
             _ => Failure::runtime(format!("cannot lease a worker number: {error}")),
         })
     }
@@ -308,11 +310,17 @@ pub struct InitArgs {
     /// The layout of the processes that use the store: etcd gets a mark for every number.
     #[command(flatten)]
     layout: LayoutArgs,
-    /// How far ahead etcd marks are written where none exists (default: 3m; at least the
-    /// TTL): a holder cut off from etcd while its namespace was wiped may go on issuing
-    /// that long. For a namespace known to be new, the TTL is enough.
+    /// How far ahead etcd marks are written where none exists (default: 3m, or the
+    /// largest horizon a holder recorded if longer; at least the TTL): a holder cut off
+    /// from etcd while its namespace was wiped may go on issuing that long. For a namespace
+    /// known to be new, the TTL is enough.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "IDGEN_OUTAGE_HORIZON")]
     outage_horizon: Option<Duration>,
+    /// After `etcdctl snapshot restore`: raise every mark to an outage horizon from now
+    /// (the largest known), so that no successor starts before a holder the restored
+    /// namespace forgot has stopped, and let holders that found the restore go on.
+    #[arg(long)]
+    after_restore: bool,
 }
 
 impl InitArgs {
@@ -326,7 +334,16 @@ impl InitArgs {
                 store.lease_ttl,
                 self.outage_horizon,
                 &layout,
+                self.after_restore,
             );
+        }
+        if self.after_restore {
+            return Err(Failure::input(
+                "--after-restore is for etcd; a lease directory restored from a backup needs \
+                 no step of its own (restored records are new files, whose marks are not \
+                 trusted, and live holders keep their numbers): see docs/leases.md, \
+                 \"Restoring a store from a backup\"",
+            ));
         }
         let dir = match store.lease_dir {
             Some(dir) => dir,
@@ -342,7 +359,99 @@ impl InitArgs {
                 dir.display()
             );
         }
-        Ok(())
+        let store = FileStore::open(&dir).map_err(|error| Failure::runtime(error.to_string()))?;
+        bind_layout(&store, &layout)
+    }
+}
+
+/// Records the layout in a store just initialised, or checks the one it has.
+fn bind_layout(store: &dyn LeaseStore, layout: &Layout) -> Result<(), Failure> {
+    store.bind_layout(layout).map_err(|error| match error {
+        idgen::Error::LayoutMismatch { .. } => Failure::input(error.to_string()),
+        _ => Failure::runtime(error.to_string()),
+    })?;
+    println!("the store serves the layout {layout}");
+    Ok(())
+}
+
+/// `idgen leases move-check`: whether a fleet may leave this store's layout for the one
+/// the layout flags give.
+#[derive(Args)]
+pub struct MoveCheckArgs {
+    /// The store the fleet leaves (its recorded layout and marks are read, nothing taken).
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The layout the fleet moves to.
+    #[command(flatten)]
+    layout: LayoutArgs,
+}
+
+impl MoveCheckArgs {
+    pub fn run(self) -> Result<(), Failure> {
+        let new = self.layout.layout()?;
+        let store = self.store.open()?;
+        let runtime = |error: idgen::Error| Failure::runtime(error.to_string());
+        let old = store.recorded_layout().map_err(runtime)?.ok_or_else(|| {
+            Failure::input(
+                "the store records no layout (it was last used by an idgen older than the \
+                 layout record): start one process of the fleet's layout on it, or run \
+                 `idgen leases init` with the fleet's layout flags, then check again",
+            )
+        })?;
+        // Every mark of every number: no holder issued past the highest, and none of
+        // those still running will.
+        let mut last_mark = None::<u64>;
+        for datacenter in 0..=old.max_datacenter() {
+            let numbers = store
+                .survey(&WorkerRange::all(&old, datacenter))
+                .map_err(runtime)?;
+            for number in numbers {
+                if number.state == NumberState::Corrupt || number.state == NumberState::Missing {
+                    return Err(Failure::runtime(format!(
+                        "worker {} of datacenter {datacenter} is {}: its last mark is not \
+                         known, so neither is where the old layout left the ID space ({})",
+                        number.worker,
+                        number.state.as_str(),
+                        number.detail.unwrap_or_default()
+                    )));
+                }
+                last_mark = last_mark.max(number.mark_unix_ms);
+            }
+        }
+        let now = idgen::Clock::now_unix_ms(&idgen::SystemClock);
+        // No holder issued an ID dated after its number's last mark; a store with no mark
+        // at all never had an ID issued on it.
+        let until = last_mark.unwrap_or(0);
+        let left_at = old.last_id_until(until);
+        let new_first = new.first_unix_ms_above(left_at);
+        println!("old layout: {old}");
+        println!("new layout: {new}");
+        println!(
+            "the old layout's IDs, up to its last mark ({}): at most {}",
+            crate::time::rfc3339_ms(until),
+            left_at
+        );
+        match new_first {
+            Some(from) if from <= now => {
+                println!(
+                    "ok: every ID of the new layout from now on lies above them (its first ID \
+                     now is {})",
+                    new.last_id_until(now.saturating_sub(1)).as_u64() + 1
+                );
+                Ok(())
+            }
+            Some(from) => Err(Failure::runtime(format!(
+                "refused: the new layout's IDs lie below the old layout's until {} ({} ms from \
+                 now); start the new fleet after that, or choose an epoch or widths whose IDs \
+                 lie above",
+                crate::time::rfc3339_ms(from),
+                from - now
+            ))),
+            None => Err(Failure::runtime(
+                "refused: the new layout never issues an ID above the old layout's last one \
+                 (its time runs out first); choose an earlier epoch or more time bits",
+            )),
+        }
     }
 }
 
@@ -353,6 +462,7 @@ fn init_etcd(
     ttl: Option<Duration>,
     horizon: Option<Duration>,
     layout: &Layout,
+    after_restore: bool,
 ) -> Result<(), Failure> {
     let mut store = connect_etcd(endpoints, namespace, ttl)?;
     if let Some(horizon) = horizon {
@@ -365,11 +475,22 @@ fn init_etcd(
         store = store.with_outage_horizon(horizon);
     }
     let now = idgen::Clock::now_unix_ms(&idgen::SystemClock);
-    let written = store
-        .init(0..=layout.max_datacenter(), 0..=layout.max_worker(), now)
-        .map_err(|error| Failure::runtime(error.to_string()))?;
-    println!("initialised the etcd namespace {namespace}: {written} marks written");
-    Ok(())
+    let (datacenters, workers) = (0..=layout.max_datacenter(), 0..=layout.max_worker());
+    if after_restore {
+        let raised = store
+            .init_after_restore(datacenters, workers, now)
+            .map_err(|error| Failure::runtime(error.to_string()))?;
+        println!(
+            "initialised the etcd namespace {namespace} after a restore: {raised} marks raised \
+             to an outage horizon from now"
+        );
+    } else {
+        let written = store
+            .init(datacenters, workers, now)
+            .map_err(|error| Failure::runtime(error.to_string()))?;
+        println!("initialised the etcd namespace {namespace}: {written} marks written");
+    }
+    bind_layout(&store, layout)
 }
 
 #[cfg(not(feature = "etcd"))]
@@ -379,6 +500,7 @@ fn init_etcd(
     _ttl: Option<Duration>,
     _horizon: Option<Duration>,
     _layout: &Layout,
+    _after_restore: bool,
 ) -> Result<(), Failure> {
     etcd_store("", "", None).map(|_| ())
 }

@@ -72,6 +72,11 @@ enum LeasesCommand {
     /// Initialise a lease store (an etcd namespace before first use; a lease directory
     /// whose store.idgen is missing). Safe to run again, and while holders run.
     Init(lease_args::InitArgs),
+    /// Check that a fleet may move from this store's layout to the one the layout flags
+    /// give: the new layout's first ID now must lie above every ID the old one could have
+    /// issued up to the store's last mark. Exit 0 when it does; 1, with the first moment
+    /// it would, when it does not.
+    MoveCheck(lease_args::MoveCheckArgs),
 }
 
 #[derive(Args)]
@@ -131,6 +136,10 @@ fn main() -> ExitCode {
         Command::Layout(args) => layout(args),
         Command::Leases(LeasesArgs {
             command: Some(LeasesCommand::Init(args)),
+            ..
+        }) => args.run(),
+        Command::Leases(LeasesArgs {
+            command: Some(LeasesCommand::MoveCheck(args)),
             ..
         }) => args.run(),
         Command::Leases(LeasesArgs { list, .. }) => list.run(),

@@ -241,3 +241,70 @@ fn the_default_directory_given_explicitly_still_sees_the_default_stores_live_num
         "took the worker number a live service holds"
     );
 }
+
+/// The issue's reproduction: a service on 41/0/8/14 took worker 0; `idgen next` on the
+/// default layout (a shell without the service's IDGEN_* variables) took worker 1, whose
+/// IDs are the service's worker 0 at sequence 4,096 and up. It is refused now, naming both
+/// layouts, and issues nothing.
+#[test]
+fn a_process_with_another_layout_is_refused_by_the_store_naming_both_layouts() {
+    let dir = new_lease_dir("two-layouts");
+    let lease_dir = dir.to_str().unwrap();
+    let layout = [
+        "--datacenter-bits",
+        "0",
+        "--worker-bits",
+        "8",
+        "--sequence-bits",
+        "14",
+    ];
+    let service = Service::start(&dir, &layout);
+    assert_eq!(service.get("/v1/ids?count=10").ids().len(), 10);
+    let (status, stdout, stderr) = idgen(&["next", "-n", "5", "--lease-dir", lease_dir]);
+    assert_eq!(status.code(), Some(2), "{stdout}{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("serves the layout time=41 datacenter=0 worker=8 sequence=14"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("this process uses time=41 datacenter=5 worker=5 sequence=12"),
+        "{stderr}"
+    );
+    // The service's own layout is welcome beside it.
+    let mut same = vec!["next", "--lease-dir", lease_dir];
+    same.extend(layout);
+    let (status, _, stderr) = idgen(&same);
+    assert!(status.success(), "{stderr}");
+}
+
+/// Moving a fleet to a new layout: `leases move-check` compares the new layout's first ID
+/// now with the largest the old one could have issued up to the store's last mark.
+#[test]
+fn move_check_refuses_a_layout_whose_ids_lie_below_the_old_ones_and_passes_one_above() {
+    let dir = new_lease_dir("move-check");
+    let lease_dir = dir.to_str().unwrap();
+    let (status, _, stderr) = idgen(&["next", "--lease-dir", lease_dir]);
+    assert!(status.success(), "{stderr}");
+    let check = |extra: &[&str]| {
+        let mut args = vec!["leases", "move-check", "--lease-dir", lease_dir];
+        args.extend(extra);
+        idgen(&args)
+    };
+    // A later epoch restarts time at 0: its IDs lie below the old ones for two years.
+    let (status, stdout, stderr) = check(&["--epoch", "2026-01-01T00:00:00Z"]);
+    assert_eq!(status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("refused: the new layout's IDs lie below"), "{stderr}");
+    // One less time bit, one more sequence bit, same epoch: the time field moves up a
+    // bit, so every new ID (twice the old value, and more) lies above every old one.
+    let (status, stdout, stderr) = check(&["--time-bits", "40", "--sequence-bits", "13"]);
+    assert!(status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("ok: every ID of the new layout"), "{stdout}");
+    // One more time bit: the time field moves down, and new IDs are half the old ones.
+    let (status, _, stderr) = check(&["--time-bits", "42", "--sequence-bits", "11"]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("refused"), "{stderr}");
+    // The same layout again: its IDs go on above its own.
+    let (status, stdout, stderr) = check(&[]);
+    assert!(status.success(), "{stdout}{stderr}");
+}

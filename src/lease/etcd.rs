@@ -13,6 +13,7 @@ use etcd_client::{
 
 use super::{Claim, LeaseStore, NumberRecord, NumberState, WorkerRange};
 use crate::error::Error;
+use crate::layout::Layout;
 use crate::sync::{AtomicU64, Ordering};
 
 /// etcd's default TTL here, as the issue of leases asks: 30 s, renewed every 10 s.
@@ -53,6 +54,11 @@ struct Connection {
     runtime: Option<tokio::runtime::Runtime>,
     client: Client,
     endpoints: Vec<String>,
+    /// The namespace's key prefix.
+    prefix: String,
+    /// Set when a claim found the store gone back in time: the `store` key's value then
+    /// (empty if it had none). Acquiring is refused until `init --after-restore` rewrote it.
+    restored: std::sync::Mutex<Option<String>>,
 }
 
 impl Drop for Connection {
@@ -67,6 +73,59 @@ impl Drop for Connection {
 }
 
 impl Connection {
+    /// The refusal of a store found gone back in time, with the procedure that ends it.
+    fn restored_error(&self) -> Error {
+        let namespace = self.prefix.trim_end_matches('/');
+        Error::LeaseStoreRestored {
+            store: format!("etcd namespace {namespace}"),
+            fix: format!(
+                "run: idgen leases init --after-restore --etcd {} --namespace {namespace} \
+                 (with the fleet's layout flags and its largest --outage-horizon); this \
+                 process takes a number again once that has run after this was found",
+                self.endpoints.join(",")
+            ),
+        }
+    }
+
+    /// Remembers that the store went back in time, and what its `store` key said then.
+    fn note_restored(&self, store_value: String) {
+        let mut restored = self
+            .restored
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if restored.is_none() {
+            log::error!(
+                "idgen: etcd namespace {} went back in time (restored from a snapshot?): \
+                 stopped issuing; {}",
+                self.prefix.trim_end_matches('/'),
+                self.restored_error()
+            );
+            *restored = Some(store_value);
+        }
+    }
+
+    /// Refuses to acquire while a restore found by this process has not been followed by
+    /// `init --after-restore` (the `store` key rewritten with an after-restore value since).
+    fn check_not_restored(&self, store_value: &str) -> Result<(), Error> {
+        let mut restored = self
+            .restored
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match restored.as_deref() {
+            None => Ok(()),
+            Some(seen) if seen != store_value && after_restore_ms(store_value).is_some() => {
+                log::info!(
+                    "idgen: etcd namespace {} was initialised after its restore; taking \
+                     numbers again",
+                    self.prefix.trim_end_matches('/')
+                );
+                *restored = None;
+                Ok(())
+            }
+            Some(_) => Err(self.restored_error()),
+        }
+    }
+
     fn run<T>(&self, request: impl Future<Output = Result<T, String>>) -> Result<T, Error> {
         outside_runtime()?;
         let runtime = self.runtime.as_ref().ok_or_else(|| Error::LeaseStore {
@@ -121,6 +180,8 @@ impl EtcdStore {
                 runtime: Some(runtime),
                 client,
                 endpoints,
+                prefix: prefix.clone(),
+                restored: std::sync::Mutex::new(None),
             }),
             prefix,
             ttl: ETCD_DEFAULT_TTL,
@@ -171,7 +232,7 @@ impl EtcdStore {
         workers: RangeInclusive<u64>,
         now_unix_ms: u64,
     ) -> Result<u64, Error> {
-        let ahead = self.default_outage_horizon();
+        let ahead = self.default_outage_horizon().max(self.largest_horizon()?);
         let mark = now_unix_ms
             .saturating_add(u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX))
             .to_string();
@@ -200,6 +261,95 @@ impl EtcdStore {
             Ok(())
         })?;
         Ok(written)
+    }
+
+    /// The disaster-recovery step after `etcdctl snapshot restore` (`idgen leases init
+    /// --after-restore`): the restored namespace may have lost the marks written after the
+    /// snapshot, and holders it no longer knows of may still be issuing up to them. So
+    /// every mark of `datacenters` × `workers` is raised to at least `now_unix_ms` plus the
+    /// largest outage horizon known (the store's, and the largest any holder recorded),
+    /// and the `store` key is rewritten to say so, which lets holders that found the
+    /// restore take numbers again. Every successor then waits past every mark that may
+    /// have been lost. Returns how many marks were raised.
+    pub fn init_after_restore(
+        &self,
+        datacenters: RangeInclusive<u64>,
+        workers: RangeInclusive<u64>,
+        now_unix_ms: u64,
+    ) -> Result<u64, Error> {
+        let ahead = self.default_outage_horizon().max(self.largest_horizon()?);
+        let floor = now_unix_ms.saturating_add(u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX));
+        let mut client = self.connection.client.clone();
+        let mut raised = 0;
+        let numbers: Vec<(u64, u64)> = datacenters
+            .flat_map(|dc| workers.clone().map(move |worker| (dc, worker)))
+            .collect();
+        for (datacenter, worker) in numbers {
+            let key = self.mark_key(datacenter, worker);
+            let written = self.run(async {
+                // Raised, never lowered: a holder writing its own mark meanwhile makes the
+                // compare fail, and the mark is read again.
+                loop {
+                    let got = timed(client.get(key.as_str(), None)).await?;
+                    let (current, changed) = match got.kvs().first() {
+                        Some(kv) => (
+                            parse_mark(&String::from_utf8_lossy(kv.value())).ok(),
+                            kv.mod_revision(),
+                        ),
+                        None => (None, 0),
+                    };
+                    if current.is_some_and(|mark| mark >= floor) {
+                        return Ok(false);
+                    }
+                    let unchanged = if changed == 0 {
+                        Compare::version(key.as_str(), CompareOp::Equal, 0)
+                    } else {
+                        Compare::mod_revision(key.as_str(), CompareOp::Equal, changed)
+                    };
+                    let txn = Txn::new()
+                        .when(vec![unchanged])
+                        .and_then(vec![TxnOp::put(key.as_str(), floor.to_string(), None)]);
+                    if timed(client.txn(txn)).await?.succeeded() {
+                        return Ok(true);
+                    }
+                }
+            })?;
+            raised += u64::from(written);
+        }
+        let store_key = self.store_key();
+        let value = format!(
+            "idgen-lease-store v1 {AFTER_RESTORE}{now_unix_ms} by pid {}",
+            std::process::id()
+        );
+        self.run(async {
+            timed(client.put(store_key.as_str(), value, None)).await?;
+            Ok(())
+        })?;
+        Ok(raised)
+    }
+
+    /// The largest outage horizon any holder recorded (zero if none).
+    fn largest_horizon(&self) -> Result<Duration, Error> {
+        let mut client = self.connection.client.clone();
+        let key = self.horizon_key();
+        let recorded = self.run(async {
+            let got = timed(client.get(key.as_str(), None)).await?;
+            Ok(got
+                .kvs()
+                .first()
+                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
+        })?;
+        Ok(recorded
+            .and_then(|text| parse_mark(&text).ok())
+            .map_or(Duration::ZERO, Duration::from_millis))
+    }
+
+    fn horizon_key(&self) -> String {
+        format!("{}horizon", self.prefix)
+    }
+
+    fn layout_key(&self) -> String {
+        format!("{}layout", self.prefix)
     }
 
     fn store_key(&self) -> String {
@@ -258,6 +408,106 @@ impl LeaseStore for EtcdStore {
 
     fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
         self.acquire_as(range, "")
+    }
+
+    fn bind_layout(&self, layout: &Layout) -> Result<(), Error> {
+        let mut client = self.connection.client.clone();
+        let (layout_key, store_key) = (self.layout_key(), self.store_key());
+        let ours = layout.record();
+        // Recorded only in an initialised namespace, and only where none is: of two
+        // processes racing, etcd runs one transaction first and the other finds its record.
+        let (created, initialised, recorded) = self.run(async {
+            let txn = Txn::new()
+                .when(vec![
+                    Compare::version(layout_key.as_str(), CompareOp::Equal, 0),
+                    Compare::version(store_key.as_str(), CompareOp::Greater, 0),
+                ])
+                .and_then(vec![TxnOp::put(layout_key.as_str(), ours.as_str(), None)])
+                .or_else(vec![
+                    TxnOp::get(layout_key.as_str(), None),
+                    TxnOp::get(store_key.as_str(), None),
+                ]);
+            let response = timed(client.txn(txn)).await?;
+            if response.succeeded() {
+                return Ok((true, true, Some(ours.clone())));
+            }
+            let mut values = response.op_responses().into_iter().map(|op| match op {
+                TxnOpResponse::Get(got) => got
+                    .kvs()
+                    .first()
+                    .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
+                _ => None,
+            });
+            let recorded = values.next().flatten();
+            let initialised = values.next().flatten().is_some();
+            Ok((false, initialised, recorded))
+        })?;
+        if !initialised {
+            return Err(self.uninitialised());
+        }
+        if created {
+            log::info!(
+                "idgen: the etcd namespace {} had no layout; it now serves {layout}",
+                self.prefix.trim_end_matches('/')
+            );
+        }
+        super::file::check_layout(
+            &format!("etcd key {layout_key}"),
+            &recorded.unwrap_or_default(),
+            layout,
+        )
+    }
+
+    fn raise_horizon(&self, horizon: Duration) -> Result<Duration, Error> {
+        let mut client = self.connection.client.clone();
+        let key = self.horizon_key();
+        let ours = u64::try_from(horizon.as_millis()).unwrap_or(u64::MAX);
+        let largest = self.run(async {
+            // Raised, never lowered: a holder raising it meanwhile makes the compare fail.
+            loop {
+                let got = timed(client.get(key.as_str(), None)).await?;
+                let (recorded, changed) = match got.kvs().first() {
+                    Some(kv) => (
+                        parse_mark(&String::from_utf8_lossy(kv.value())).ok(),
+                        kv.mod_revision(),
+                    ),
+                    None => (None, 0),
+                };
+                if let Some(recorded) = recorded.filter(|&recorded| recorded >= ours) {
+                    return Ok(recorded);
+                }
+                let unchanged = if changed == 0 {
+                    Compare::version(key.as_str(), CompareOp::Equal, 0)
+                } else {
+                    Compare::mod_revision(key.as_str(), CompareOp::Equal, changed)
+                };
+                let txn = Txn::new()
+                    .when(vec![unchanged])
+                    .and_then(vec![TxnOp::put(key.as_str(), ours.to_string(), None)]);
+                if timed(client.txn(txn)).await?.succeeded() {
+                    return Ok(ours);
+                }
+            }
+        })?;
+        Ok(Duration::from_millis(largest))
+    }
+
+    fn recorded_layout(&self) -> Result<Option<Layout>, Error> {
+        let mut client = self.connection.client.clone();
+        let layout_key = self.layout_key();
+        let text = self.run(async {
+            let got = timed(client.get(layout_key.as_str(), None)).await?;
+            Ok(got
+                .kvs()
+                .first()
+                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
+        })?;
+        text.map(|text| {
+            Layout::from_record(&text).ok_or_else(|| Error::LeaseStore {
+                reason: format!("etcd key {layout_key} is not an idgen layout record"),
+            })
+        })
+        .transpose()
     }
 
     fn survey(&self, range: &WorkerRange) -> Result<Vec<NumberRecord>, Error> {
@@ -343,13 +593,17 @@ impl LeaseStore for EtcdStore {
     fn acquire_as(&self, range: &WorkerRange, holder_name: &str) -> Result<Box<dyn Claim>, Error> {
         let mut client = self.connection.client.clone();
         let store_key = self.store_key();
-        let initialised = self.run(async {
+        let store_value = self.run(async {
             let got = timed(client.get(store_key.as_str(), None)).await?;
-            Ok(!got.kvs().is_empty())
+            Ok(got
+                .kvs()
+                .first()
+                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
         })?;
-        if !initialised {
+        let Some(store_value) = store_value else {
             return Err(self.uninitialised());
-        }
+        };
+        self.connection.check_not_restored(&store_value)?;
         let datacenter = range.datacenter();
         let held_prefix = format!("{}dc/{datacenter}/holder/", self.prefix);
         // Each holder key and its lease (0: none).
@@ -543,14 +797,16 @@ impl EtcdClaim {
         }
     }
 
-    /// Writes the mark if, and only if, the holder key is still this claim's: our token,
-    /// on our lease. The revision of the write, or `None` if the claim is not ours.
+    /// Writes the mark if, and only if, the holder key is still this claim's (our token, on
+    /// our lease) and the store still has this claim's last mark (`mark_revision`, 0 before
+    /// the first write): a mark key older than that means the store went back in time.
     async fn write_mark(
         client: &mut Client,
         claim: &Ours,
         mark_unix_ms: u64,
         delete_holder: bool,
-    ) -> Result<Option<i64>, String> {
+        mark_revision: i64,
+    ) -> Result<MarkWrite, String> {
         let mut then = vec![TxnOp::put(
             claim.mark_key.as_str(),
             mark_unix_ms.to_string(),
@@ -559,20 +815,46 @@ impl EtcdClaim {
         if delete_holder {
             then.push(TxnOp::delete(claim.holder.as_str(), None));
         }
+        let ours = vec![
+            Compare::value(
+                claim.holder.as_str(),
+                CompareOp::Equal,
+                claim.token.as_str(),
+            ),
+            Compare::lease(claim.holder.as_str(), CompareOp::Equal, claim.lease),
+        ];
+        let mut when = ours.clone();
+        if mark_revision != 0 {
+            when.push(Compare::mod_revision(
+                claim.mark_key.as_str(),
+                CompareOp::Equal,
+                mark_revision,
+            ));
+        }
         let txn = Txn::new()
-            .when(vec![
-                Compare::value(
-                    claim.holder.as_str(),
-                    CompareOp::Equal,
-                    claim.token.as_str(),
-                ),
-                Compare::lease(claim.holder.as_str(), CompareOp::Equal, claim.lease),
-            ])
-            .and_then(then);
+            .when(when)
+            .and_then(then.clone())
+            .or_else(claim.evidence());
         let response = timed(client.txn(txn)).await?;
-        Ok(response
-            .succeeded()
-            .then(|| response.header().map_or(0, |header| header.revision())))
+        if response.succeeded() {
+            return Ok(MarkWrite::Written(revision_of(&response)));
+        }
+        let evidence = Evidence::of(&response);
+        if evidence.went_back(mark_revision) {
+            return Ok(MarkWrite::Restored(evidence.store_value));
+        }
+        if !evidence.holder_is(claim) {
+            return Ok(MarkWrite::Lost);
+        }
+        // Still ours, but the mark key was deleted or rewritten since our last write (by
+        // hand, or by `init --after-restore`): ours to write again.
+        let txn = Txn::new().when(ours).and_then(then);
+        let response = timed(client.txn(txn)).await?;
+        Ok(if response.succeeded() {
+            MarkWrite::Written(revision_of(&response))
+        } else {
+            MarkWrite::Lost
+        })
     }
 
     /// After this claim's lease ran out (etcd was unreachable for longer than the TTL):
@@ -580,15 +862,14 @@ impl EtcdClaim {
     /// holder writes the mark before it issues an ID, so a mark key still at the revision
     /// of this claim's last write means no other process issued as this number since. The
     /// number's lease is granted again (failing if anyone holds it), the holder key put
-    /// back, and the new mark written, all or nothing. The revision of the write, or
-    /// `None` when the number cannot be taken back.
+    /// back, and the new mark written, all or nothing.
     async fn take_back(
         client: &mut Client,
         claim: &Ours,
         ttl_secs: i64,
         mark_revision: i64,
         mark_unix_ms: u64,
-    ) -> Result<Option<i64>, String> {
+    ) -> Result<MarkWrite, String> {
         let options = LeaseGrantOptions::new().with_id(claim.lease);
         match timed(client.lease_grant(ttl_secs, Some(options))).await {
             Ok(_) => {}
@@ -596,19 +877,19 @@ impl EtcdClaim {
                 // Another process holds the number's lease: it took the number, or it is
                 // only looking at it (a scan for a free number gives back what it does not
                 // keep, without writing). Lost only once it wrote a mark.
-                let got = timed(client.get(claim.mark_key.as_str(), None)).await?;
-                let unchanged = got
-                    .kvs()
-                    .first()
-                    .is_some_and(|kv| kv.mod_revision() == mark_revision);
-                if unchanged {
+                let txn = Txn::new().and_then(claim.evidence());
+                let evidence = Evidence::of(&timed(client.txn(txn)).await?);
+                if evidence.went_back(mark_revision) {
+                    return Ok(MarkWrite::Restored(evidence.store_value));
+                }
+                if evidence.mark_revision == Some(mark_revision) {
                     return Err(format!(
                         "{}: another process holds the number's lease but has written no \
                          mark yet; retrying",
                         claim.holder
                     ));
                 }
-                return Ok(None);
+                return Ok(MarkWrite::Lost);
             }
             Err(reason) => return Err(reason),
         }
@@ -624,15 +905,18 @@ impl EtcdClaim {
                     Some(PutOptions::new().with_lease(claim.lease)),
                 ),
                 TxnOp::put(claim.mark_key.as_str(), mark_unix_ms.to_string(), None),
-            ]);
+            ])
+            .or_else(claim.evidence());
         let response = timed(client.txn(txn)).await?;
         if response.succeeded() {
-            return Ok(Some(
-                response.header().map_or(0, |header| header.revision()),
-            ));
+            return Ok(MarkWrite::Written(revision_of(&response)));
         }
         timed(client.lease_revoke(claim.lease)).await?;
-        Ok(None)
+        let evidence = Evidence::of(&response);
+        if evidence.went_back(mark_revision) {
+            return Ok(MarkWrite::Restored(evidence.store_value));
+        }
+        Ok(MarkWrite::Lost)
     }
 
     fn ours(&self, lease: i64) -> Ours {
@@ -640,6 +924,7 @@ impl EtcdClaim {
             holder: self.holder.clone(),
             token: self.token.clone(),
             mark_key: self.mark_key.clone(),
+            store_key: format!("{}store", self.connection.prefix),
             lease,
         }
     }
@@ -650,7 +935,82 @@ struct Ours {
     holder: String,
     token: String,
     mark_key: String,
+    store_key: String,
     lease: i64,
+}
+
+impl Ours {
+    /// The reads that tell why a write of ours failed (see [`Evidence`]), in its order.
+    fn evidence(&self) -> Vec<TxnOp> {
+        vec![
+            TxnOp::get(self.holder.as_str(), None),
+            TxnOp::get(self.mark_key.as_str(), None),
+            TxnOp::get(self.store_key.as_str(), None),
+        ]
+    }
+}
+
+/// What a claim's write found, and so what became of the claim.
+enum MarkWrite {
+    /// Written, at this revision.
+    Written(i64),
+    /// The number is not ours any more.
+    Lost,
+    /// The store went back in time; the `store` key's value then.
+    Restored(String),
+}
+
+/// The holder key, mark key and store key as a failed write of ours found them.
+struct Evidence {
+    /// The store's revision when it answered.
+    revision: i64,
+    /// The holder key's value and lease, if it exists.
+    holder: Option<(String, i64)>,
+    /// The mark key's last change, if it exists.
+    mark_revision: Option<i64>,
+    /// The `store` key's value ("" if missing).
+    store_value: String,
+}
+
+impl Evidence {
+    fn of(response: &etcd_client::TxnResponse) -> Evidence {
+        let mut got = response.op_responses().into_iter().map(|op| match op {
+            TxnOpResponse::Get(got) => got.kvs().first().cloned(),
+            _ => None,
+        });
+        let (holder, mark, store) = (
+            got.next().flatten(),
+            got.next().flatten(),
+            got.next().flatten(),
+        );
+        Evidence {
+            revision: revision_of(response),
+            holder: holder.map(|kv| (String::from_utf8_lossy(kv.value()).into_owned(), kv.lease())),
+            mark_revision: mark.map(|kv| kv.mod_revision()),
+            store_value: store
+                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Whether the store is older than our last confirmed write at `mark_revision`: its
+    /// revision below it, or our mark key changed last before it. Neither can happen
+    /// while the store only moves forward; a snapshot restore does both.
+    fn went_back(&self, mark_revision: i64) -> bool {
+        mark_revision != 0
+            && (self.revision < mark_revision
+                || self.mark_revision.is_some_and(|changed| changed < mark_revision))
+    }
+
+    fn holder_is(&self, claim: &Ours) -> bool {
+        self.holder
+            .as_ref()
+            .is_some_and(|(token, lease)| *token == claim.token && *lease == claim.lease)
+    }
+}
+
+fn revision_of(response: &etcd_client::TxnResponse) -> i64 {
+    response.header().map_or(0, |header| header.revision())
 }
 
 /// A value no other claim has: the holder's name, this process and host, the time, and a
@@ -726,12 +1086,12 @@ impl Claim for EtcdClaim {
             };
             if !alive {
                 if mark_revision == 0 {
-                    return Ok(None);
+                    return Ok(MarkWrite::Lost);
                 }
                 let taken =
                     EtcdClaim::take_back(&mut client, &ours, ttl_secs, mark_revision, mark_unix_ms)
                         .await?;
-                if taken.is_some() {
+                if let MarkWrite::Written(_) = taken {
                     log::info!(
                         "idgen: etcd key {}: the lease ran out while etcd was unreachable; \
                          nobody took the number meanwhile, so it was taken back",
@@ -740,17 +1100,22 @@ impl Claim for EtcdClaim {
                 }
                 return Ok(taken);
             }
-            EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, false).await
+            EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, false, mark_revision).await
         })?;
         match written {
-            Some(revision) => {
+            MarkWrite::Written(revision) => {
                 self.mark_revision = revision;
                 self.lease = Some(self.number_lease);
                 Ok(())
             }
-            None => {
+            MarkWrite::Lost => {
                 self.lease = None;
                 Err(self.lost())
+            }
+            MarkWrite::Restored(store_value) => {
+                self.lease = None;
+                self.connection.note_restored(store_value);
+                Err(self.connection.restored_error())
             }
         }
     }
@@ -762,6 +1127,8 @@ impl Claim for EtcdClaim {
         let mut client = self.connection.client.clone();
         let ours = self.ours(lease);
         let (wrote, previous) = (self.mark_revision != 0, self.previous.unwrap_or(0));
+        let mark_revision = self.mark_revision;
+        let connection = Arc::clone(&self.connection);
         self.connection.run(async move {
             if !wrote && mark_unix_ms <= previous {
                 // Never used (a number looked at and given back): the mark stays exactly as
@@ -775,17 +1142,27 @@ impl Claim for EtcdClaim {
                 if timed(client.txn(txn)).await?.succeeded() {
                     timed(client.lease_revoke(lease)).await?;
                 }
-                return Ok(());
+                return Ok(None);
             }
             // Revoke only a lease proven ours: the number's lease ID may have passed to a
             // successor after ours ran out.
-            if EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, true)
+            match EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, true, mark_revision)
                 .await?
-                .is_some()
             {
-                timed(client.lease_revoke(lease)).await?;
+                MarkWrite::Written(_) => {
+                    timed(client.lease_revoke(lease)).await?;
+                    Ok(None)
+                }
+                MarkWrite::Lost => Ok(None),
+                MarkWrite::Restored(store_value) => Ok(Some(store_value)),
             }
-            Ok(())
+        })
+        .and_then(|restored| match restored {
+            None => Ok(()),
+            Some(store_value) => {
+                connection.note_restored(store_value);
+                Err(connection.restored_error())
+            }
         })
     }
 }
@@ -849,6 +1226,15 @@ fn namespace_prefix(namespace: &str) -> Result<String, Error> {
         });
     }
     Ok(format!("{trimmed}/"))
+}
+
+/// In the `store` key's value after `init --after-restore`, before the Unix ms it ran at.
+const AFTER_RESTORE: &str = "after-restore ";
+
+/// When `init --after-restore` wrote this `store` key value, if it did.
+fn after_restore_ms(store_value: &str) -> Option<u64> {
+    let (_, rest) = store_value.split_once(AFTER_RESTORE)?;
+    parse_mark(rest.split(' ').next()?).ok()
 }
 
 fn parse_mark(text: &str) -> Result<u64, String> {

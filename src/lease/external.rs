@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::Error;
+use crate::layout::Layout;
 
 use super::keeper::{Marked, millis, take_and_mark};
 use super::leased::Timing;
@@ -50,15 +51,19 @@ impl ExternalLease {
     /// leased generator would (the lowest free number whose mark has passed, else the
     /// nearest mark within a horizon and a second), and writes a mark `horizon` ahead of
     /// `clock` (default: the store's
-    /// [`LeaseStore::default_outage_horizon`]; never below the TTL).
+    /// [`LeaseStore::default_outage_horizon`]; never below the TTL). The holder issues IDs
+    /// of `layout`, which the store must serve ([`LeaseStore::bind_layout`]).
     pub fn acquire<C: Clock>(
         store: &dyn LeaseStore,
+        layout: &Layout,
         range: &WorkerRange,
         holder: &str,
         horizon: Option<Duration>,
         clock: &C,
     ) -> Result<ExternalLease, Error> {
         let timing = Timing::for_store(store, None, horizon, None)?;
+        range.check(layout)?;
+        store.bind_layout(layout)?;
         let Marked {
             claim,
             previous,
@@ -86,7 +91,8 @@ impl ExternalLease {
     }
 
     /// Proves the claim still holds and writes a mark a horizon ahead of `clock`.
-    /// [`Error::LeaseLost`] when the number is gone for good (stop issuing at once); any
+    /// [`Error::LeaseLost`] or [`Error::LeaseStoreRestored`] when the number is gone for
+    /// good (stop issuing at once); any
     /// other error is transient, and the terms stay as they were.
     pub fn renew<C: Clock>(&mut self, clock: &C) -> Result<ExternalTerms, Error> {
         let mark = clock

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::{Claim, LeaseStore, NumberRecord, NumberState, WorkerRange};
 use crate::error::Error;
+use crate::layout::Layout;
 
 /// The file store's default TTL: how far ahead of each renewal its mark is written, and so
 /// the longest a successor waits after a holder crashed.
@@ -21,6 +22,15 @@ pub const FILE_STORE_MAX_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The store's bookkeeping file: which numbers were ever handed out.
 const ROSTER: &str = "store.idgen";
+
+/// The layout the store serves ([`Layout::record`]'s line), written once.
+const LAYOUT: &str = "layout.idgen";
+
+/// The largest outage horizon any holder used, in decimal milliseconds.
+const HORIZON: &str = "horizon.idgen";
+
+/// The longest layout file read: a record is one short line.
+const MAX_LAYOUT_BYTES: u64 = 4096;
 
 /// Leases worker numbers to the processes of one host through a shared directory.
 ///
@@ -304,6 +314,54 @@ impl FileStore {
             .ok_or_else(|| self.uninitialised(format!("{} is not an idgen roster", path.display())))
     }
 
+    /// The layout file's text, `None` when there is none; a file that is not a plain
+    /// one, or that others may write, or too long for a layout record, is an error.
+    fn read_layout(&self) -> Result<Option<String>, Error> {
+        let path = self.dir.join(LAYOUT);
+        match fs::symlink_metadata(&path) {
+            Ok(metadata) if !metadata.file_type().is_file() => Err(not_a_plain_file(&path)),
+            Ok(metadata) if metadata.len() > MAX_LAYOUT_BYTES => Err(Error::LeaseStore {
+                reason: format!("{} is not an idgen layout record", path.display()),
+            }),
+            Ok(metadata) => {
+                self.check_writers(&path, &metadata)?;
+                let text =
+                    fs::read(&path).map_err(|error| io_error(&path, "read", &error))?;
+                Ok(Some(String::from_utf8_lossy(&text).into_owned()))
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(io_error(&path, "read", &error)),
+        }
+    }
+
+    /// Writes `record` as the layout file unless one exists: written whole in a file of its
+    /// own, then linked into place, which fails if another process linked first.
+    fn record_layout(&self, record: &str) -> Result<bool, Error> {
+        let path = self.dir.join(LAYOUT);
+        let thread = format!("{:?}", std::thread::current().id());
+        let staging = self.dir.join(format!(
+            ".{LAYOUT}.writing-{}-{}",
+            std::process::id(),
+            thread.trim_start_matches("ThreadId(").trim_end_matches(')')
+        ));
+        let _ = fs::remove_file(&staging);
+        let written = private_file(&staging)
+            .map_err(|error| io_error(&staging, "create", &error))
+            .and_then(|mut file| {
+                self.make_private(&staging, &file)?;
+                file.write_all(format!("{record}\n").as_bytes())
+                    .and_then(|()| file.sync_all())
+                    .map_err(|error| io_error(&staging, "write", &error))
+            });
+        let linked = written.and_then(|()| match fs::hard_link(&staging, &path) {
+            Ok(()) => Ok(true),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(error) => Err(io_error(&path, "create", &error)),
+        });
+        let _ = fs::remove_file(&staging);
+        linked
+    }
+
     /// The liveness locks of a number, or `None` when a live process holds one: the
     /// directory's (its canonical path, hashed to fit a name's 107 bytes), and for the
     /// default directory, which differs per user (root's `/var/lib/idgen`, a user's
@@ -477,6 +535,77 @@ fn canonical(text: &str) -> Option<u64> {
 impl LeaseStore for FileStore {
     fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    fn bind_layout(&self, layout: &Layout) -> Result<(), Error> {
+        self.check_dir()?;
+        self.roster()?;
+        let ours = layout.record();
+        let recorded = match self.read_layout()? {
+            Some(text) => text,
+            None => {
+                if self.record_layout(&ours)? {
+                    log::info!(
+                        "idgen: the lease directory {} had no layout; it now serves {layout}",
+                        self.dir.display()
+                    );
+                }
+                self.read_layout()?.unwrap_or_default()
+            }
+        };
+        check_layout(&self.dir.join(LAYOUT).display().to_string(), &recorded, layout)
+    }
+
+    fn raise_horizon(&self, horizon: Duration) -> Result<Duration, Error> {
+        self.check_dir()?;
+        // Under the roster's lock, as acquires are: two holders raising it at once cannot
+        // lower it.
+        let roster_path = self.dir.join(ROSTER);
+        let roster_file =
+            File::open(&roster_path).map_err(|error| io_error(&roster_path, "open", &error))?;
+        same_file(&roster_path, &roster_file)?;
+        roster_file
+            .lock()
+            .map_err(|error| io_error(&roster_path, "lock", &error))?;
+        let path = self.dir.join(HORIZON);
+        let recorded = match fs::symlink_metadata(&path) {
+            Ok(metadata) if !metadata.file_type().is_file() => {
+                return Err(not_a_plain_file(&path));
+            }
+            Ok(metadata) => {
+                self.check_writers(&path, &metadata)?;
+                let text = fs::read_to_string(&path)
+                    .map_err(|error| io_error(&path, "read", &error))?;
+                // A damaged record counts as none: the holder's own horizon still applies.
+                text.strip_suffix('\n').and_then(canonical)
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+            Err(error) => return Err(io_error(&path, "read", &error)),
+        };
+        let ours = u64::try_from(horizon.as_millis()).unwrap_or(u64::MAX);
+        if let Some(recorded) = recorded.filter(|&recorded| recorded >= ours) {
+            return Ok(Duration::from_millis(recorded));
+        }
+        let staging = self.dir.join(format!(".{HORIZON}.writing-{}", std::process::id()));
+        let _ = fs::remove_file(&staging);
+        let mut file =
+            private_file(&staging).map_err(|error| io_error(&staging, "create", &error))?;
+        self.make_private(&staging, &file)?;
+        file.write_all(format!("{ours}\n").as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|error| io_error(&staging, "write", &error))?;
+        fs::rename(&staging, &path).map_err(|error| io_error(&path, "replace", &error))?;
+        Ok(horizon)
+    }
+
+    fn recorded_layout(&self) -> Result<Option<Layout>, Error> {
+        let Some(text) = self.read_layout()? else {
+            return Ok(None);
+        };
+        let path = self.dir.join(LAYOUT);
+        Layout::from_record(&text)
+            .map(Some)
+            .ok_or_else(|| unreadable_layout(&path.display().to_string()))
     }
 
     fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
@@ -1123,6 +1252,30 @@ impl fmt::Debug for FileClaim {
             .field("previous_mark_unix_ms", &self.previous)
             .field("previous_mark_unknown", &self.unknown)
             .finish()
+    }
+}
+
+/// Whether `recorded` (a store's layout record, found at `place`) is `layout`.
+pub(super) fn check_layout(place: &str, recorded: &str, layout: &Layout) -> Result<(), Error> {
+    match Layout::from_record(recorded) {
+        Some(theirs) if theirs == *layout => Ok(()),
+        Some(theirs) => Err(Error::LayoutMismatch {
+            store: place.to_string(),
+            recorded: theirs.to_string(),
+            ours: layout.to_string(),
+        }),
+        None => Err(unreadable_layout(place)),
+    }
+}
+
+/// A layout record that does not parse: never guessed at, never overwritten.
+fn unreadable_layout(place: &str) -> Error {
+    Error::LeaseStore {
+        reason: format!(
+            "{place} is not an idgen layout record (damaged or edited by hand); restore it, or \
+             write the store's layout there as one line: idgen-layout v1 time=T datacenter=D \
+             worker=W sequence=S epoch=UNIX_MS"
+        ),
     }
 }
 

@@ -36,7 +36,10 @@ pub(super) fn take_number<C: Clock>(
                 .saturating_sub(clock.now_unix_ms())
         })
     };
-    if let Some(taken) = take_passed_by_mark(store, range, clock, timing, holder)? {
+    // A lost mark is inferred with the largest horizon any holder recorded: one of ours
+    // shorter than a cut-off holder's would let the two issue side by side.
+    let infer = store.raise_horizon(timing.horizon)?.max(timing.horizon);
+    if let Some(taken) = take_passed_by_mark(store, range, clock, infer, holder)? {
         return Ok(taken);
     }
     // No survey, or no free number whose mark has passed: ask the store for its lowest
@@ -58,7 +61,7 @@ pub(super) fn take_number<C: Clock>(
         if let Err(error) = check_claim(&*claim, range) {
             break Some(Err(error));
         }
-        let previous = previous_mark(&*claim, clock, timing.horizon);
+        let previous = previous_mark(&*claim, clock, infer);
         if wait_ms(previous) == 0 {
             break Some(Ok((claim, previous)));
         }
@@ -105,7 +108,7 @@ fn take_passed_by_mark<C: Clock>(
     store: &dyn LeaseStore,
     range: &WorkerRange,
     clock: &C,
-    timing: &Timing,
+    infer: Duration,
     holder: &str,
 ) -> Result<Option<Taken>, Error> {
     let Ok(numbers) = store.survey(range) else {
@@ -131,7 +134,7 @@ fn take_passed_by_mark<C: Clock>(
             Err(error) => return Err(error),
         };
         check_claim(&*claim, range)?;
-        let previous = previous_mark(&*claim, clock, timing.horizon);
+        let previous = previous_mark(&*claim, clock, infer);
         let passed = previous.is_none_or(|previous| previous < clock.now_unix_ms());
         if passed {
             return Ok(Some((claim, previous)));
@@ -498,8 +501,10 @@ impl<C: Clock> Keeper<C> {
                 self.renewed();
                 true
             }
-            Err(Error::LeaseLost { datacenter, worker }) => {
-                // Stop at once: someone else may hold the number now.
+            Err(error @ (Error::LeaseLost { .. } | Error::LeaseStoreRestored { .. })) => {
+                // Stop at once: someone else may hold the number now. The ceiling goes
+                // before the claim (and with it, on the file store, the liveness lock).
+                let (datacenter, worker) = (held.datacenter(), held.worker());
                 self.generator.set_tenure(datacenter, worker, 0);
                 self.marks.outage_since_unix_ms.store(0, Ordering::Relaxed);
                 self.counters.state.store(STATE_LOST, Ordering::Relaxed);
@@ -507,7 +512,7 @@ impl<C: Clock> Keeper<C> {
                     .renewal_failures
                     .fetch_add(1, Ordering::Relaxed);
                 log::error!(
-                    "idgen: worker {worker} of datacenter {datacenter} was lost; \
+                    "idgen: worker {worker} of datacenter {datacenter} was lost ({error}); \
                      taking another number from {}",
                     self.range
                 );

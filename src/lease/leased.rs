@@ -261,6 +261,7 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         let timing = self.timing()?;
         let (generator_builder, clock, layout) = self.generator.resolved_parts();
         self.range.check(&layout)?;
+        self.store.bind_layout(&layout)?;
         let holder = self.holder.clone().unwrap_or_else(default_holder);
         let control = Arc::new(Control::default());
         let mut keepers: Vec<Keeper<C>> = Vec::with_capacity(count);

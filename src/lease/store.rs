@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::layout::Layout;
 
 use super::WorkerRange;
 
@@ -35,6 +36,33 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
     fn acquire_as(&self, range: &WorkerRange, holder: &str) -> Result<Box<dyn Claim>, Error> {
         let _ = holder;
         self.acquire(range)
+    }
+
+    /// Records `layout` as the one the store serves if it has none yet, and fails with
+    /// [`Error::LayoutMismatch`] if it serves another (every width and the epoch count):
+    /// two layouts on one store issue the same IDs. Of two processes with different layouts
+    /// racing to be first, exactly one records its own. [`LeasedBuilder::acquire`]
+    /// (super::LeasedBuilder::acquire) and [`ExternalLease::acquire`]
+    /// (super::ExternalLease::acquire) call it before taking a number. Default: records
+    /// nothing and accepts every layout, so a store of your own should implement it.
+    fn bind_layout(&self, layout: &Layout) -> Result<(), Error> {
+        let _ = layout;
+        Ok(())
+    }
+
+    /// Records that a holder writes its marks up to `horizon` ahead, if no larger horizon
+    /// is recorded, and returns the largest recorded. A holder calls it before it writes a
+    /// mark that far ahead, and a successor that must infer a lost mark infers one this far
+    /// ahead: a horizon of its own that is shorter than a cut-off holder's would let the
+    /// two overlap. Default: `horizon` (nothing recorded).
+    fn raise_horizon(&self, horizon: Duration) -> Result<Duration, Error> {
+        Ok(horizon)
+    }
+
+    /// The layout the store serves, if one is recorded (see [`LeaseStore::bind_layout`]).
+    /// Default: `None`.
+    fn recorded_layout(&self) -> Result<Option<Layout>, Error> {
+        Ok(None)
     }
 
     /// What the store knows of each number of `range`, read without taking any: the fleet
@@ -132,6 +160,18 @@ macro_rules! forward_store {
             fn survey(&self, range: &WorkerRange) -> Result<Vec<NumberRecord>, Error> {
                 (**self).survey(range)
             }
+
+            fn bind_layout(&self, layout: &Layout) -> Result<(), Error> {
+                (**self).bind_layout(layout)
+            }
+
+            fn recorded_layout(&self) -> Result<Option<Layout>, Error> {
+                (**self).recorded_layout()
+            }
+
+            fn raise_horizon(&self, horizon: Duration) -> Result<Duration, Error> {
+                (**self).raise_horizon(horizon)
+            }
         }
     };
 }
@@ -168,7 +208,8 @@ pub trait Claim: Send + fmt::Debug {
     }
 
     /// Proves the claim still holds, extends it by the store's TTL from now, and records
-    /// `mark_unix_ms` as the holder's new promise. [`Error::LeaseLost`] when the number is
+    /// `mark_unix_ms` as the holder's new promise. [`Error::LeaseLost`] (or
+    /// [`Error::LeaseStoreRestored`], when the store went back in time) when the number is
     /// gone for good; any other error is transient (the store could not be reached).
     fn renew(&mut self, mark_unix_ms: u64) -> Result<(), Error>;
 

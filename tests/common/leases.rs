@@ -3,9 +3,8 @@
 
 #![allow(dead_code)] // the file-store tests use no etcd server
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -275,80 +274,55 @@ pub fn max_id(path: &Path) -> Option<u64> {
     read_ids(&[path.to_path_buf()]).into_iter().max()
 }
 
-/// A free TCP port on loopback (free when asked; good enough for a test server).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+#[path = "etcd.rs"]
+mod etcd;
+#[allow(unused_imports)] // the file-store tests start no etcd server
+pub use etcd::EtcdServer;
+
+/// `count` layouts that all differ: the sequence field from 8 bits up, the worker field
+/// taking the rest of 22 node-and-sequence bits.
+pub fn distinct_layouts(count: u32) -> Vec<idgen::Layout> {
+    (0..count)
+        .map(|i| idgen::Layout::new(41, 0, 14 - i, 8 + i).unwrap())
+        .collect()
 }
 
-/// A private etcd server on loopback with a temporary data dir, for tests that stop or
-/// kill it. Killed on drop.
-pub struct EtcdServer {
-    pub child: Child,
-    pub endpoint: String,
-    data_dir: PathBuf,
-}
-
-impl EtcdServer {
-    pub fn start(name: &str) -> EtcdServer {
-        let data_dir = temp_dir(&format!("etcd-{name}"));
-        let (client, peer) = (free_port(), free_port());
-        let endpoint = format!("http://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let log = File::create(data_dir.join("etcd.log")).unwrap();
-        let child = Command::new("etcd")
-            .arg("--name=idgen-test")
-            .arg(format!("--data-dir={}", data_dir.join("data").display()))
-            .arg(format!("--listen-client-urls={endpoint}"))
-            .arg(format!("--advertise-client-urls={endpoint}"))
-            .arg(format!("--listen-peer-urls={peer_url}"))
-            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-            .arg(format!("--initial-cluster=idgen-test={peer_url}"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|error| {
-                panic!("cannot start etcd (is etcd-server installed?): {error}")
-            });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if TcpListener::bind(("127.0.0.1", client)).is_err()
-                && std::net::TcpStream::connect(("127.0.0.1", client)).is_ok()
-            {
-                break;
+/// Binds `layouts[i]` through `stores[i]`, all from threads released at once, and checks
+/// that exactly one recorded its own: that one succeeds, every other is refused naming
+/// both the winner's layout and its own, and the store then serves the winner's.
+pub fn assert_exactly_one_layout_wins(
+    stores: Vec<Box<dyn LeaseStore>>,
+    layouts: &[idgen::Layout],
+) {
+    let barrier = std::sync::Barrier::new(stores.len());
+    let results: Vec<Result<(), idgen::Error>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = stores
+            .iter()
+            .zip(layouts)
+            .map(|(store, layout)| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    barrier.wait();
+                    store.bind_layout(layout)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let winners: Vec<usize> = (0..results.len())
+        .filter(|&i| results[i].is_ok())
+        .collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    let winner = layouts[winners[0]];
+    for (result, layout) in results.iter().zip(layouts) {
+        match result {
+            Ok(()) => {}
+            Err(idgen::Error::LayoutMismatch { recorded, ours, .. }) => {
+                assert_eq!(recorded, &winner.to_string());
+                assert_eq!(ours, &layout.to_string());
             }
-            assert!(
-                Instant::now() < deadline,
-                "etcd did not start on {endpoint}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        EtcdServer {
-            child,
-            endpoint,
-            data_dir,
+            Err(other) => panic!("unexpected error: {other:?}"),
         }
     }
-
-    /// Sends a signal (`STOP`, `CONT`, ...) to the server.
-    pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
-impl Drop for EtcdServer {
-    fn drop(&mut self) {
-        self.signal("CONT");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.data_dir);
-    }
+    assert_eq!(stores[0].recorded_layout().unwrap(), Some(winner));
 }

@@ -1,0 +1,175 @@
+//! etcd's documented disaster recovery, `etcdctl snapshot restore`, under running `idgen
+//! serve` processes, on a private etcd (it is stopped and restored). The snapshot is taken
+//! before the first service took its number, so the restored namespace knows nothing of
+//! it: with the restore step (`idgen leases init --after-restore`) no ID is issued twice;
+//! without it, the first service stops at its next renewal and takes no number again
+//! until the step has run.
+
+#![cfg(feature = "etcd")]
+
+mod common;
+#[path = "../../tests/common/etcd.rs"]
+mod etcd;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Service, idgen};
+use etcd::EtcdServer;
+
+/// The store flags every process of a test uses: a 2 s TTL and a 2 s horizon, so waits
+/// for marks stay short.
+fn store_args(server: &EtcdServer) -> Vec<String> {
+    [
+        "--etcd",
+        server.endpoint.as_str(),
+        "--namespace",
+        "/idgen-restore",
+        "--lease-ttl",
+        "2s",
+        "--outage-horizon",
+        "2s",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn run(args: &[String], extra: &[&str]) -> String {
+    let mut all: Vec<&str> = extra.to_vec();
+    all.extend(args.iter().map(String::as_str));
+    let (status, stdout, stderr) = idgen(&all);
+    assert!(status.success(), "idgen {all:?}: {stdout}{stderr}");
+    stdout
+}
+
+fn serve(args: &[String], workers: &str) -> Service {
+    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+    all.extend(["--workers", workers]);
+    Service::start_with(&all)
+}
+
+/// Waits (at most `limit`) until `done`; how long it took.
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < limit, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+    started.elapsed()
+}
+
+fn renewal_failures(service: &Service) -> u64 {
+    let metrics = service.get("/metrics").body;
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("idgen_lease_renewal_failures_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no renewal failures in\n{metrics}"))
+}
+
+/// Requests `count=500` from `service` until `stop`; the IDs, and how many 503s.
+fn collect(service: &Service, stop: &AtomicBool) -> (Vec<u64>, u64) {
+    let (mut ids, mut refused) = (Vec::new(), 0);
+    while !stop.load(Ordering::SeqCst) {
+        let reply = service.get("/v1/ids?count=500");
+        match reply.status {
+            200 => ids.extend(reply.ids()),
+            503 => refused += 1,
+            _ => panic!("unexpected reply {reply:?}"),
+        }
+    }
+    (ids, refused)
+}
+
+/// A namespace initialised, a snapshot, then the first service on worker 0 or 1.
+fn before_the_restore(name: &str) -> (EtcdServer, Vec<String>, std::path::PathBuf, Service) {
+    let server = EtcdServer::start(name);
+    let args = store_args(&server);
+    run(&args, &["leases", "init"]);
+    let snapshot = server.snapshot("before-the-first-service.db");
+    let first = serve(&args, "0-1");
+    assert_eq!(first.get("/v1/ids?count=10").ids().len(), 10);
+    (server, args, snapshot, first)
+}
+
+#[test]
+fn with_the_restore_step_two_services_never_share_an_id() {
+    let (mut server, args, snapshot, first) = before_the_restore("cli-restore-step");
+    server.restore(&snapshot);
+    let stdout = run(&args, &["leases", "init", "--after-restore"]);
+    assert!(stdout.contains("after a restore"), "{stdout}");
+    // The second service waits past every mark the restore step raised; the first stops
+    // at its next renewal, or issues only up to a mark no successor starts before.
+    let stop = AtomicBool::new(false);
+    let second = std::sync::OnceLock::new();
+    let ((a, _), (b, _)) = thread::scope(|scope| {
+        let a = scope.spawn(|| collect(&first, &stop));
+        let second: &Service = second.get_or_init(|| serve(&args, "0-1"));
+        let b = scope.spawn(|| collect(second, &stop));
+        wait_until("the second service's IDs", Duration::from_secs(20), || {
+            second.get("/healthz").status == 200
+        });
+        // Both have had a chance at their next renewals.
+        let failures = renewal_failures(&first);
+        wait_until("the first service's next renewal", Duration::from_secs(20), || {
+            renewal_failures(&first) > failures || first.get("/healthz").status == 200
+        });
+        stop.store(true, Ordering::SeqCst);
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert!(!b.is_empty(), "the second service issued nothing");
+    let first_ids: HashSet<u64> = a.iter().copied().collect();
+    let shared = b.iter().filter(|id| first_ids.contains(id)).count();
+    assert_eq!(shared, 0, "{shared} IDs issued by both");
+}
+
+#[test]
+fn without_the_restore_step_the_holder_stops_and_takes_no_number_until_it_runs() {
+    let (mut server, args, snapshot, first) = before_the_restore("cli-restore-skipped");
+    server.restore(&snapshot);
+    // The restored namespace has no trace of the first service: a second takes a number
+    // at once, perhaps the first's. The first finds the restore at its next renewal.
+    let second = serve(&args, "0-0");
+    let took = wait_until("the first service to stop", Duration::from_secs(20), || {
+        first.get("/v1/ids?count=1").status == 503
+    });
+    println!("the first service stopped {took:?} after the second started");
+    let health = first.get("/healthz").json();
+    assert_eq!(health["lease"], "Lost", "{health}");
+    assert_eq!(health["validForMs"], 0, "{health}");
+    // Worker 1 is free and its mark long passed, but the first service takes no number
+    // from a store it saw go back in time: three attempts, all refused.
+    let failures = renewal_failures(&first);
+    wait_until("three attempts at a number", Duration::from_secs(20), || {
+        renewal_failures(&first) >= failures + 3
+    });
+    assert_eq!(first.get("/healthz").status, 503);
+    assert_eq!(first.get("/v1/ids?count=1").status, 503);
+    assert_eq!(second.get("/v1/ids?count=10").ids().len(), 10);
+    // The restore step ends it: the first service takes worker 1 once its raised mark
+    // passed.
+    run(&args, &["leases", "init", "--after-restore"]);
+    wait_until("the first service to take a number again", Duration::from_secs(20), || {
+        first.get("/healthz").status == 200
+    });
+    assert_eq!(first.get("/healthz").json()["worker"], 1);
+    let (_, log) = first.terminate_with_log();
+    assert!(log.contains("went back in time"), "{log}");
+    assert!(log.contains("idgen leases init --after-restore"), "{log}");
+}
+
+#[test]
+fn the_restore_step_is_refused_on_a_lease_directory_with_the_reason() {
+    let dir = common::new_lease_dir("restore-dir");
+    let (status, _, stderr) = idgen(&[
+        "leases",
+        "init",
+        "--after-restore",
+        "--lease-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("Restoring a store from a backup"), "{stderr}");
+}
