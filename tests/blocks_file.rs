@@ -1,8 +1,9 @@
 //! The embedded block store: no value granted twice across threads (processes killed
 //! mid-block are in blocks_processes.rs); a block given back only while it is the latest
-//! change; deleted, replaced or damaged files never restart a sequence.
+//! change; deleted, replaced or damaged files never restart a sequence; no sequence name
+//! reaches the store's own files, and a store of the old layout keeps what it knew.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use idgen::Error;
@@ -16,6 +17,29 @@ fn temp_dir(name: &str) -> PathBuf {
 
 fn orders() -> SequenceName {
     SequenceName::new("orders").unwrap()
+}
+
+/// The roster's file name is part of the documented layout, which these tests hold it to.
+const ROSTER: &str = "roster.idgen";
+
+/// Where older versions kept the roster.
+const LEGACY_ROSTER: &str = "roster";
+
+/// Refused as a sequence whose files are gone, not restarted at 1.
+fn assert_files_gone(store: &FileStore, sequence: &SequenceName) {
+    match store.grant(sequence, 10) {
+        Err(Error::BlockStore { reason }) => assert!(reason.contains("are gone"), "{reason}"),
+        other => panic!("{sequence}: expected its files to be missed, got {other:?}"),
+    }
+}
+
+/// Copies a sequence's record files from one store directory to another.
+fn copy_sequence_files(from: &Path, to: &Path, sequence: &SequenceName) {
+    std::fs::create_dir(to.join(sequence.as_str())).unwrap();
+    for file in ["next", "copy"] {
+        let path = Path::new(sequence.as_str()).join(file);
+        std::fs::copy(from.join(&path), to.join(&path)).unwrap();
+    }
 }
 
 /// Blocks sorted by first value: none overlaps the next.
@@ -185,4 +209,103 @@ fn a_path_that_is_not_a_directory_is_refused() {
         Err(Error::BlockStore { .. })
     ));
     std::fs::remove_file(&dir).ok();
+}
+
+#[test]
+fn a_sequence_named_roster_leaves_every_other_sequence_working_across_a_restart() {
+    // Issue 24: the sequence `roster` made its directory where the roster file belonged,
+    // and every sequence failed from then on, before and after a restart.
+    let dir = temp_dir("named-roster");
+    let roster = SequenceName::new("roster").unwrap();
+    let invoices = SequenceName::new("invoices").unwrap();
+    let store = FileStore::open(&dir).unwrap();
+    assert_eq!(store.grant(&roster, 10).unwrap().first, 1);
+    assert_eq!(store.grant(&orders(), 10).unwrap().first, 1);
+    let restarted = FileStore::open(&dir).unwrap();
+    assert_eq!(restarted.grant(&invoices, 10).unwrap().first, 1);
+    assert_eq!(restarted.grant(&orders(), 10).unwrap().first, 11);
+    assert_eq!(restarted.grant(&roster, 10).unwrap().first, 11);
+    // `roster` is on the roster like any other sequence.
+    std::fs::remove_dir_all(dir.join("roster")).unwrap();
+    assert_files_gone(&FileStore::open(&dir).unwrap(), &roster);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_store_broken_by_a_sequence_named_roster_under_an_older_version_works_again() {
+    // What an older version left after a first request for `roster`: the sequence's
+    // directory with an empty copy (its grant failed, so nothing was handed out).
+    let dir = temp_dir("broken-by-roster");
+    std::fs::create_dir_all(dir.join(LEGACY_ROSTER)).unwrap();
+    std::fs::write(dir.join(LEGACY_ROSTER).join("copy"), "").unwrap();
+    let store = FileStore::open(&dir).unwrap();
+    assert_eq!(store.grant(&orders(), 10).unwrap().first, 1);
+    let roster = SequenceName::new("roster").unwrap();
+    assert_eq!(store.grant(&roster, 10).unwrap().first, 1);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_store_of_the_old_layout_keeps_knowing_its_sequences() {
+    let invoices = SequenceName::new("invoices").unwrap();
+    // Sequence files are the same in every version: make them in a scratch store.
+    let scratch = temp_dir("old-layout-scratch");
+    let scratch_store = FileStore::open(&scratch).unwrap();
+    scratch_store.grant(&orders(), 10).unwrap();
+    scratch_store.grant(&invoices, 10).unwrap();
+    // A store an older version made: `orders`, on the legacy roster.
+    let dir = temp_dir("old-layout");
+    std::fs::create_dir(&dir).unwrap();
+    copy_sequence_files(&scratch, &dir, &orders());
+    std::fs::write(dir.join(LEGACY_ROSTER), "orders\n").unwrap();
+    let store = FileStore::open(&dir).unwrap();
+    // The legacy file holds the place of the sequence `roster`: that one name is refused,
+    // saying why, and touches nothing.
+    match store.grant(&SequenceName::new("roster").unwrap(), 10) {
+        Err(Error::BlockStore { reason }) => assert!(reason.contains("older idgen"), "{reason}"),
+        other => panic!("expected the sequence roster to be refused, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(dir.join(LEGACY_ROSTER)).unwrap(), b"orders\n");
+    // An older process beside this one, in a rolling upgrade, starts `invoices` and lists it
+    // on the legacy roster only.
+    copy_sequence_files(&scratch, &dir, &invoices);
+    let mut legacy = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join(LEGACY_ROSTER))
+        .unwrap();
+    std::io::Write::write_all(&mut legacy, b"invoices\n").unwrap();
+    drop(legacy);
+    for sequence in [orders(), invoices] {
+        std::fs::remove_dir_all(dir.join(sequence.as_str())).unwrap();
+        assert_files_gone(&store, &sequence);
+    }
+    // What the legacy roster held when the store was opened was carried over: it counts
+    // without the legacy file.
+    std::fs::remove_file(dir.join(LEGACY_ROSTER)).unwrap();
+    assert_files_gone(&FileStore::open(&dir).unwrap(), &orders());
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(&scratch).ok();
+}
+
+#[test]
+fn a_failing_enrolment_grants_nothing_so_retries_burn_no_block() {
+    let dir = temp_dir("enrol-fails");
+    let first_process = FileStore::open(&dir).unwrap();
+    assert_eq!(first_process.grant(&orders(), 10).unwrap().end, 11);
+    // Another process: it has not seen `orders` on the roster yet, so its grant reads it.
+    let second_process = FileStore::open(&dir).unwrap();
+    let roster = dir.join(ROSTER);
+    let listed = std::fs::read(&roster).unwrap();
+    std::fs::remove_file(&roster).unwrap();
+    std::fs::create_dir(&roster).unwrap();
+    for _ in 0..3 {
+        match second_process.grant(&orders(), 10) {
+            Err(Error::BlockStore { reason }) => assert!(reason.contains(ROSTER), "{reason}"),
+            other => panic!("expected the roster to be unreadable, got {other:?}"),
+        }
+    }
+    std::fs::remove_dir(&roster).unwrap();
+    std::fs::write(&roster, listed).unwrap();
+    assert_eq!(second_process.grant(&orders(), 10).unwrap().first, 11);
+    std::fs::remove_dir_all(&dir).ok();
 }

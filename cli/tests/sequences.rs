@@ -275,3 +275,26 @@ fn without_a_usable_default_store_ids_are_served_and_sequences_say_why_not() {
     let (_, _, err) = idgen(&["serve", "--max-sequences", "0"]);
     assert!(err.contains("--max-sequences must be at least 1"), "{err}");
 }
+
+#[test]
+fn a_sequence_named_roster_is_served_and_stops_no_other() {
+    // Issue 24: on a fresh blocks directory, `roster` took the place of the store's roster
+    // file, and every other sequence was a 503 from then on, across restarts.
+    let lease_dir = new_lease_dir("seq-roster");
+    let service = Service::start(&lease_dir, &[]);
+    for name in ["roster", "orders"] {
+        let reply = service.post_json(&format!("/v1/sequences/{name}/next"), r#"{"count": 1}"#);
+        assert_eq!(values(&reply), vec![1], "{name}");
+    }
+    assert!(service.terminate().success());
+    let service = Service::start(&lease_dir, &[]);
+    assert_eq!(
+        values(&service.post_json("/v1/sequences/invoices/next", r#"{"count": 1}"#)),
+        vec![1]
+    );
+    // The clean stop gave the unused values back: both go on from 2.
+    for name in ["roster", "orders"] {
+        let reply = service.post_json(&format!("/v1/sequences/{name}/next"), r#"{"count": 1}"#);
+        assert_eq!(values(&reply), vec![2], "{name}");
+    }
+}

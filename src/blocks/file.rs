@@ -7,10 +7,29 @@
 //! the directory that holds the record cannot be sidestepped by deleting a lock file.
 //! `<name>/copy` keeps a second copy of the record, written after the first: a sequence
 //! continues from the copy with the higher serial, so deleting either file loses nothing.
-//! `roster` lists every sequence the directory has known, so deleting a sequence's files
-//! is an error rather than a restart at 1. Deleting the store's directory restarts every
-//! sequence; the default directory is persistent and private for that reason (a temp dir
-//! is emptied at reboot).
+//!
+//! `roster.idgen` lists every sequence the directory has known, so deleting a sequence's
+//! files is an error rather than a restart at 1. Its name has a dot, which no sequence name
+//! has, so no request can reach it. `FileStore::open` creates it when it is missing, whole:
+//! written aside, `fsync`ed, then linked into place (a link, unlike a rename, never replaces
+//! a roster another process placed first and may have appended to since). A sequence goes
+//! on the roster once its first record (next 1, nothing granted) is durable and before
+//! its first grant, and a process that has not yet seen a sequence listed lists it before
+//! changing its record: a listed name never lacks files, and a failing roster grants
+//! nothing, so retrying burns no block.
+//!
+//! Older versions kept the roster at `roster`, a name a sequence can have: the sequence
+//! `roster` took its place and every grant failed (issue 24). When `roster.idgen` is
+//! created, a legacy `roster` file is copied into it; the file stays, and is still read,
+//! because an older process beside this one goes on appending to it. A `roster` that is a
+//! directory is the sequence of that name; while `roster` is the legacy file, that one
+//! name is refused. An older process sharing the directory reads and writes only
+//! `roster`: it does not know the sequences only `roster.idgen` lists (deleting their files
+//! restarts them at 1 there), and once the sequence `roster` exists its grants fail ("Is a
+//! directory"; all of them once it restarts), each burning a block of an existing sequence.
+//!
+//! Deleting the store's directory restarts every sequence; the default directory is
+//! persistent and private for that reason (a temp dir is emptied at reboot).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -23,8 +42,11 @@ use crate::error::Error;
 /// First line of every record this store writes.
 const HEADER: &str = "idgen-blocks v2";
 
-/// The roster's file name (no sequence file has a name without a dot).
-const ROSTER: &str = "roster";
+/// The roster's file name: with a dot, so that no sequence can have it.
+const ROSTER: &str = "roster.idgen";
+
+/// Where older versions kept the roster, a name that is also a sequence's.
+const LEGACY_ROSTER: &str = "roster";
 
 /// How often a lock is taken again when the directory was replaced under us before giving up.
 const LOCK_ATTEMPTS: u32 = 100;
@@ -67,7 +89,7 @@ pub struct FileStore {
 }
 
 impl FileStore {
-    /// The store in `dir`, created private (`0700`) if missing.
+    /// The store in `dir`, created private (`0700`) if missing, with its roster.
     pub fn open(dir: impl Into<PathBuf>) -> Result<FileStore, Error> {
         let dir = dir.into();
         match fs::symlink_metadata(&dir) {
@@ -79,11 +101,13 @@ impl FileStore {
             }
             Err(_) => create_private_dir(&dir)?,
         }
-        Ok(FileStore {
+        let store = FileStore {
             dir,
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
             enrolled: Default::default(),
-        })
+        };
+        store.create_roster()?;
+        Ok(store)
     }
 
     /// How long a grant waits for another process holding the sequence's lock (default
@@ -110,6 +134,17 @@ impl FileStore {
         let dir = self.dir.join(sequence.as_str());
         for _ in 0..LOCK_ATTEMPTS {
             if !dir.is_dir() {
+                if sequence.as_str() == LEGACY_ROSTER && dir.is_file() {
+                    return Err(Error::BlockStore {
+                        reason: format!(
+                            "the sequence roster cannot be kept in {}: {} is an older idgen's \
+                             roster; once no older idgen uses the directory, append it to \
+                             {ROSTER} and delete it",
+                            self.dir.display(),
+                            dir.display()
+                        ),
+                    });
+                }
                 create_private_dir(&dir)?;
             }
             let lock = File::open(&dir).map_err(|error| io_error(&dir, "open", &error))?;
@@ -189,23 +224,96 @@ impl FileStore {
         })
     }
 
-    /// Whether the roster lists the sequence (a last line without its newline, cut by a
-    /// crash, does not count).
+    /// Whether either roster lists the sequence: the legacy one may name sequences an older
+    /// process started after `roster.idgen` was created.
     fn roster_knows(&self, sequence: &SequenceName) -> Result<bool, Error> {
-        let roster = self.dir.join(ROSTER);
-        match fs::read_to_string(&roster) {
-            Ok(text) => Ok(text
-                .split_inclusive('\n')
-                .any(|line| line.strip_suffix('\n') == Some(sequence.as_str()))),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(error) => Err(io_error(&roster, "read", &error)),
+        let listed = |text: Option<String>| text.is_some_and(|text| lists(&text, sequence));
+        Ok(listed(self.read_roster()?) || listed(self.read_legacy_roster()?))
+    }
+
+    /// The roster's text; `None` if it is missing (deleted since the store was opened).
+    fn read_roster(&self) -> Result<Option<String>, Error> {
+        let path = self.dir.join(ROSTER);
+        match fs::read_to_string(&path) {
+            Ok(text) => Ok(Some(text)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(io_error(&path, "read", &error)),
         }
     }
 
-    /// Adds the sequence to the roster if it is not there, once its record is durable (so
-    /// that a failed first grant leaves no name without files; every grant checks, so a
-    /// crash between the two is made good by the next). One append of a short line, after
-    /// a newline if a crash cut the last one: whole even when several processes append.
+    /// The legacy roster's text; `None` if there is none, or if `roster` is the directory of
+    /// the sequence of that name.
+    fn read_legacy_roster(&self) -> Result<Option<String>, Error> {
+        let path = self.dir.join(LEGACY_ROSTER);
+        match fs::read_to_string(&path) {
+            Ok(text) => Ok(Some(text)),
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(io_error(&path, "read", &error)),
+        }
+    }
+
+    /// Creates the roster if it is missing, with what a legacy roster lists: written aside,
+    /// `fsync`ed, then linked into place. Another process that placed one first wins.
+    fn create_roster(&self) -> Result<(), Error> {
+        let roster = self.dir.join(ROSTER);
+        match fs::symlink_metadata(&roster) {
+            Ok(_) => return Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(io_error(&roster, "inspect", &error)),
+        }
+        let carried_over = self.read_legacy_roster()?.unwrap_or_default();
+        static STAGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        // Unique to this call among live processes: several threads and processes may be
+        // opening the store at once. The dots keep it clear of every sequence name.
+        let staging = self.dir.join(format!(
+            "{ROSTER}.{}-{}.writing",
+            std::process::id(),
+            STAGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        // One of this name was left by a crashed process with the same ID, maybe linked as a
+        // roster already: unlinked, never truncated, so that a roster keeps its names.
+        match fs::remove_file(&staging) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(io_error(&staging, "remove", &error)),
+        }
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let placed = options
+            .open(&staging)
+            .and_then(|mut file| {
+                file.write_all(carried_over.as_bytes())?;
+                file.sync_all()
+            })
+            .map_err(|error| io_error(&staging, "write", &error))
+            .and_then(|()| match fs::hard_link(&staging, &roster) {
+                Ok(()) => Ok(()),
+                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                Err(error) => Err(io_error(&roster, "create", &error)),
+            });
+        // A staging file left behind costs nothing: no sequence or roster has its name.
+        let _ = fs::remove_file(&staging);
+        placed?;
+        sync_dir(&self.dir)
+    }
+
+    /// Adds the sequence to the roster unless this store has seen it there. Called before
+    /// a record is changed (after a new sequence's first record is durable): a failure
+    /// then grants nothing, and a name on the roster never lacks files. One append of a
+    /// short line, after a newline if a crash cut the last one: whole even when several
+    /// processes append.
     fn enrol(&self, sequence: &SequenceName) -> Result<(), Error> {
         let mut enrolled = self
             .enrolled
@@ -214,36 +322,37 @@ impl FileStore {
         if enrolled.contains(sequence) {
             return Ok(());
         }
-        if !self.roster_knows(sequence)? {
+        // Only this roster counts here: a name on the legacy one alone goes on this one too,
+        // so that it is complete for sequences this version has served.
+        let text = self.read_roster()?;
+        if !text.as_deref().is_some_and(|text| lists(text, sequence)) {
             let roster = self.dir.join(ROSTER);
-            let cut = fs::read(&roster).is_ok_and(|text| text.last().is_some_and(|&b| b != b'\n'));
+            let cut = text.is_some_and(|text| !text.is_empty() && !text.ends_with('\n'));
             let line = if cut {
                 format!("\n{sequence}\n")
             } else {
                 format!("{sequence}\n")
             };
-            OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(&roster)
-                .and_then(|mut file| {
-                    file.write_all(line.as_bytes())?;
-                    file.sync_all()
-                })
-                .map_err(|error| io_error(&roster, "write", &error))?;
-            sync_dir(&self.dir)?;
+            let open = || OpenOptions::new().append(true).open(&roster);
+            let file = match open() {
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                    self.create_roster()?;
+                    open()
+                }
+                opened => opened,
+            };
+            file.and_then(|mut file| {
+                file.write_all(line.as_bytes())?;
+                file.sync_all()
+            })
+            .map_err(|error| io_error(&roster, "write", &error))?;
         }
         enrolled.insert(sequence.clone());
         Ok(())
     }
 
     /// Makes `record` the sequence's record, durably, in both copies.
-    fn store(
-        &self,
-        sequence: &SequenceName,
-        locked: &mut Locked,
-        record: Record,
-    ) -> Result<(), Error> {
+    fn store(&self, locked: &mut Locked, record: Record) -> Result<(), Error> {
         let text = record.text();
         let path = locked.dir.join("next");
         let staging = locked.dir.join("next.writing");
@@ -264,7 +373,7 @@ impl FileStore {
             .map_err(|error| io_error(&locked.copy_path, "write", &error))?;
         locked.record = record;
         locked.new = false;
-        self.enrol(sequence)
+        Ok(())
     }
 }
 
@@ -335,6 +444,11 @@ impl Record {
 impl BlockStore for FileStore {
     fn grant(&self, sequence: &SequenceName, size: u64) -> Result<Grant, Error> {
         let mut locked = self.lock(sequence)?;
+        if locked.new {
+            let start = locked.record;
+            self.store(&mut locked, start)?;
+        }
+        self.enrol(sequence)?;
         let current = locked.record;
         let serial = current.serial + 1;
         let grant = grant_from(sequence, current.next, size, serial)?;
@@ -343,7 +457,7 @@ impl BlockStore for FileStore {
             serial,
             size: grant.len(),
         };
-        self.store(sequence, &mut locked, record)?;
+        self.store(&mut locked, record)?;
         Ok(grant)
     }
 
@@ -366,9 +480,18 @@ impl BlockStore for FileStore {
             serial: current.serial + 1,
             size: current.size,
         };
-        self.store(sequence, &mut locked, record)?;
+        self.enrol(sequence)?;
+        self.store(&mut locked, record)?;
         Ok(true)
     }
+}
+
+/// Whether a roster's text lists the sequence (a last line without its newline, cut by a
+/// crash, does not count).
+fn lists(roster: &str, sequence: &SequenceName) -> bool {
+    roster
+        .split_inclusive('\n')
+        .any(|line| line.strip_suffix('\n') == Some(sequence.as_str()))
 }
 
 /// Takes `file`'s exclusive lock, waiting at most `timeout` for another holder.
