@@ -1020,3 +1020,73 @@ fn a_lost_mark_is_inferred_with_the_largest_horizon_a_holder_recorded() {
         other => panic!("the holder's horizon was not used: {other:?}"),
     }
 }
+
+/// A store that, after each number it hands out, lets a neighbour process try to take a
+/// number of the same range (and give it straight back), recording any refusal.
+#[derive(Debug)]
+struct WithNeighbour {
+    inner: FileStore,
+    neighbour: FileStore,
+    range: WorkerRange,
+    calls: Mutex<u32>,
+    refused: Mutex<Vec<Error>>,
+}
+
+impl LeaseStore for WithNeighbour {
+    fn ttl(&self) -> Duration {
+        self.inner.ttl()
+    }
+
+    fn acquire(&self, range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
+        self.acquire_as(range, "")
+    }
+
+    fn acquire_as(&self, range: &WorkerRange, holder: &str) -> Result<Box<dyn Claim>, Error> {
+        *self.calls.lock().unwrap() += 1;
+        let taken = self.inner.acquire_as(range, holder);
+        // While the claim just taken is held, with whatever else the scan holds.
+        match self.neighbour.acquire(&self.range) {
+            Ok(mut claim) => claim
+                .release(claim.previous_mark_unix_ms().unwrap_or(0))
+                .unwrap(),
+            Err(error) => self.refused.lock().unwrap().push(error),
+        }
+        taken
+    }
+
+    fn survey(&self, range: &WorkerRange) -> Result<Vec<idgen::lease::NumberRecord>, Error> {
+        self.inner.survey(range)
+    }
+}
+
+/// Every free number's mark ahead: the process looking for the nearest holds at most one
+/// number at a time, so a neighbour starting meanwhile never finds the range full. (With
+/// every number of the range set aside at once, a service starting beside another that
+/// was scanning after a loss was refused: `tampering::a_wiped_namespace...`, "3 held by
+/// live processes".)
+#[test]
+fn a_scan_for_the_nearest_mark_never_makes_a_neighbour_find_the_range_full() {
+    let dir = new_store_dir("scan-neighbour");
+    let store = FileStore::open(&dir).unwrap();
+    let ahead = idgen::SystemClock.now_unix_ms() + 1_500;
+    for worker in ["0-0", "1-1", "2-2"] {
+        let mut claim = store.acquire(&range(worker)).unwrap();
+        claim.renew(ahead).unwrap();
+        claim.release(ahead).unwrap();
+    }
+    let watched = Arc::new(WithNeighbour {
+        inner: FileStore::open(&dir).unwrap(),
+        neighbour: FileStore::open(&dir).unwrap(),
+        range: range("0-2"),
+        calls: Mutex::new(0),
+        refused: Mutex::new(Vec::new()),
+    });
+    let generator = LeasedGenerator::builder(Arc::clone(&watched), range("0-2"))
+        .startup_wait(Duration::from_secs(10))
+        .acquire()
+        .unwrap();
+    generator.next_id().unwrap();
+    assert!(*watched.calls.lock().unwrap() >= 3, "no scan was made");
+    let refused = watched.refused.lock().unwrap();
+    assert!(refused.is_empty(), "the neighbour was refused: {refused:?}");
+}

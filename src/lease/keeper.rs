@@ -17,10 +17,12 @@ use super::{Claim, LeaseStore, NumberState, WorkerRange};
 /// the free number whose mark passed longest ago (never held counts as oldest), when the
 /// store can survey; else the lowest free number whose mark has passed; when every free
 /// number's mark is still ahead, the one whose mark passes first, if that is within the
-/// startup wait. The numbers
-/// looked at and not taken are given back with the mark they were taken with (for a number
-/// whose history was lost, the inferred one). When even the nearest mark is further than
-/// the startup wait, fails with [`Error::ClockBehindMark`], which says how far.
+/// startup wait. Each number is asked for on its own and one whose mark is ahead is given
+/// back at once (with the mark it was taken with; for a number whose history was lost, the
+/// inferred one), so a scan never holds more than one number: a neighbour starting at the
+/// same moment never finds the range full because of it. When even the nearest mark is
+/// further than the startup wait, fails with [`Error::ClockBehindMark`], which says how
+/// far.
 pub(super) fn take_number<C: Clock>(
     store: &dyn LeaseStore,
     range: &WorkerRange,
@@ -28,74 +30,116 @@ pub(super) fn take_number<C: Clock>(
     timing: &Timing,
     holder: &str,
 ) -> Result<Taken, Error> {
-    // How long until a mark passes, on the clock now.
-    let wait_ms = |previous: Option<u64>| {
-        previous.map_or(0, |previous| {
-            previous
-                .saturating_add(1)
-                .saturating_sub(clock.now_unix_ms())
-        })
-    };
     // A lost mark is inferred with the largest horizon any holder recorded: one of ours
     // shorter than a cut-off holder's would let the two issue side by side.
     let infer = store.raise_horizon(timing.horizon)?.max(timing.horizon);
     if let Some(taken) = take_passed_by_mark(store, range, clock, infer, holder)? {
         return Ok(taken);
     }
-    // No survey, or no free number whose mark has passed: ask the store for its lowest
-    // free numbers one after another. Free numbers whose mark is still ahead, with that
-    // mark.
-    let mut ahead: Vec<(Box<dyn Claim>, Option<u64>)> = Vec::new();
-    let numbers = range.last() - range.first() + 1;
-    let outcome = loop {
-        // Each number at most once: a store whose set-aside claims expire meanwhile (etcd)
-        // could otherwise hand them out again for ever.
-        if ahead.len() as u64 >= numbers {
-            break None;
-        }
-        let claim = match store.acquire_as(range, holder) {
-            Ok(claim) => claim,
-            Err(Error::LeaseRangeFull { .. }) if !ahead.is_empty() => break None,
-            Err(error) => break Some(Err(error)),
+    // The nearest mark may be taken by another process between the scan and asking for it
+    // again: then the scan is made again, a few times at most.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let nearest = match scan(store, range, clock, infer, holder)? {
+            Scan::Taken(taken) => return Ok(taken),
+            Scan::Ahead { worker, mark } => (worker, mark),
         };
-        if let Err(error) = check_claim(&*claim, range) {
-            break Some(Err(error));
+        let (worker, mark) = nearest;
+        let wait = wait_ms(clock, Some(mark));
+        if wait > millis(timing.startup_wait) {
+            return Err(Error::ClockBehindMark { behind_ms: wait });
         }
+        let single = WorkerRange::new(range.datacenter(), worker..=worker)?;
+        let claim = match store.acquire_as(&single, holder) {
+            Ok(claim) => claim,
+            Err(Error::LeaseRangeFull { .. }) if attempts < SCANS => continue,
+            Err(error) => return Err(error),
+        };
+        check_claim(&*claim, range)?;
         let previous = previous_mark(&*claim, clock, infer);
-        if wait_ms(previous) == 0 {
-            break Some(Ok((claim, previous)));
+        let wait = wait_ms(clock, previous);
+        if wait > millis(timing.startup_wait) {
+            let mut claim = claim;
+            let _ = claim.release(previous.unwrap_or(0));
+            return Err(Error::ClockBehindMark { behind_ms: wait });
         }
-        ahead.push((claim, previous));
-    };
-    let outcome = outcome.unwrap_or_else(|| {
-        // Every free number's mark is ahead: the nearest, if the startup wait reaches it.
-        // By mark, so equal marks (all written by `init`) go to the lowest number.
-        let nearest = (0..ahead.len()).min_by_key(|&i| ahead[i].1);
-        match nearest {
-            Some(i) if wait_ms(ahead[i].1) <= millis(timing.startup_wait) => {
-                let (claim, previous) = ahead.swap_remove(i);
-                log::info!(
-                    "idgen: every free number of {range} has a mark ahead; worker {} waits \
-                     {} ms for its mark",
-                    claim.worker(),
-                    wait_ms(previous)
-                );
-                Ok((claim, previous))
-            }
-            Some(i) => Err(Error::ClockBehindMark {
-                behind_ms: wait_ms(ahead[i].1),
-            }),
-            None => Err(Error::LeaseRangeFull {
-                range: range.to_string(),
-                held: 0,
-                unusable: Vec::new(),
-            }),
+        if wait > 0 {
+            log::info!(
+                "idgen: every free number of {range} has a mark ahead; worker {worker} waits \
+                 {wait} ms for its mark"
+            );
         }
-    });
-    for (mut claim, previous) in ahead {
-        let _ = claim.release(previous.unwrap_or(0));
+        return Ok((claim, previous));
     }
-    outcome
+}
+
+/// How many times [`take_number`] scans the range for the nearest mark.
+const SCANS: u32 = 3;
+
+/// How long until a mark passes, on `clock` now.
+fn wait_ms<C: Clock>(clock: &C, previous: Option<u64>) -> u64 {
+    previous.map_or(0, |previous| {
+        previous
+            .saturating_add(1)
+            .saturating_sub(clock.now_unix_ms())
+    })
+}
+
+/// What [`scan`] found.
+enum Scan {
+    /// A free number whose mark has passed, taken.
+    Taken(Taken),
+    /// Every free number's mark is ahead: the nearest (by mark, then the lowest number).
+    Ahead { worker: u64, mark: u64 },
+}
+
+/// Asks for each number of `range` on its own, lowest first: the first free one whose mark
+/// has passed is kept; each other is given back at once, remembering its mark.
+fn scan<C: Clock>(
+    store: &dyn LeaseStore,
+    range: &WorkerRange,
+    clock: &C,
+    infer: Duration,
+    holder: &str,
+) -> Result<Scan, Error> {
+    let mut nearest: Option<(u64, u64)> = None;
+    let (mut held, mut unusable) = (0, Vec::new());
+    for worker in range.workers() {
+        let single = WorkerRange::new(range.datacenter(), worker..=worker)?;
+        let mut claim = match store.acquire_as(&single, holder) {
+            Ok(claim) => claim,
+            Err(Error::LeaseRangeFull {
+                held: more_held,
+                unusable: more_unusable,
+                ..
+            }) => {
+                held += more_held;
+                unusable.extend(more_unusable);
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
+        check_claim(&*claim, range)?;
+        let previous = previous_mark(&*claim, clock, infer);
+        match previous {
+            Some(mark) if wait_ms(clock, previous) > 0 => {
+                let _ = claim.release(mark);
+                if nearest.is_none_or(|(_, nearest_mark)| mark < nearest_mark) {
+                    nearest = Some((worker, mark));
+                }
+            }
+            _ => return Ok(Scan::Taken((claim, previous))),
+        }
+    }
+    match nearest {
+        Some((worker, mark)) => Ok(Scan::Ahead { worker, mark }),
+        None => Err(Error::LeaseRangeFull {
+            range: range.to_string(),
+            held,
+            unusable,
+        }),
+    }
 }
 
 /// A claim and the previous holder's mark to start after.
