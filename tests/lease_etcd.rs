@@ -674,9 +674,7 @@ fn after_a_snapshot_restore_the_holder_stops_and_numbers_wait_until_the_restore_
     );
     // ... until the restore step ran; then every number waits a horizon from it.
     let before = idgen::SystemClock.now_unix_ms();
-    let raised = connect()
-        .init_after_restore(0..=0, 0..=3, before)
-        .unwrap();
+    let raised = connect().init_after_restore(0..=0, 0..=3, before).unwrap();
     assert_eq!(raised, 4);
     let taken = store.acquire(&range("0-3")).unwrap();
     assert!(
@@ -751,7 +749,9 @@ fn a_lost_mark_is_inferred_with_the_largest_horizon_a_holder_recorded() {
     }
     // `init` writes the missing mark with the fleet's horizon, not its own 2 s.
     for_init.init(0..=0, 5..=5, before).unwrap();
-    let marked = for_init.survey(&range("5-5")).unwrap()[0].mark_unix_ms.unwrap();
+    let marked = for_init.survey(&range("5-5")).unwrap()[0]
+        .mark_unix_ms
+        .unwrap();
     assert!(marked >= before + 600_000, "{marked} vs {before}");
     fleet.release().unwrap();
 }

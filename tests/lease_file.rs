@@ -924,10 +924,7 @@ fn a_store_serves_one_layout_and_refuses_any_other_naming_both() {
         .unwrap()
         .bind_layout(&later_epoch)
         .unwrap_err();
-    assert!(
-        error.to_string().contains("epoch=1704153600000"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("epoch=1704153600000"), "{error}");
     // The lease API's leases are held to it too.
     let external = idgen::lease::ExternalLease::acquire(
         &FileStore::open(&dir).unwrap(),
@@ -985,7 +982,10 @@ fn a_store_used_before_layouts_were_recorded_keeps_working_and_records_the_first
     drop(generator);
     fs::write(dir.join("layout.idgen"), "idgen-layout v1 time=41\n").unwrap();
     let error = store.bind_layout(&Layout::DEFAULT).unwrap_err();
-    assert!(error.to_string().contains("not an idgen layout record"), "{error}");
+    assert!(
+        error.to_string().contains("not an idgen layout record"),
+        "{error}"
+    );
     assert_eq!(
         fs::read_to_string(dir.join("layout.idgen")).unwrap(),
         "idgen-layout v1 time=41\n"

@@ -113,9 +113,11 @@ fn with_the_restore_step_two_services_never_share_an_id() {
         });
         // Both have had a chance at their next renewals.
         let failures = renewal_failures(&first);
-        wait_until("the first service's next renewal", Duration::from_secs(20), || {
-            renewal_failures(&first) > failures || first.get("/healthz").status == 200
-        });
+        wait_until(
+            "the first service's next renewal",
+            Duration::from_secs(20),
+            || renewal_failures(&first) > failures || first.get("/healthz").status == 200,
+        );
         stop.store(true, Ordering::SeqCst);
         (a.join().unwrap(), b.join().unwrap())
     });
@@ -142,18 +144,22 @@ fn without_the_restore_step_the_holder_stops_and_takes_no_number_until_it_runs()
     // Worker 1 is free and its mark long passed, but the first service takes no number
     // from a store it saw go back in time: three attempts, all refused.
     let failures = renewal_failures(&first);
-    wait_until("three attempts at a number", Duration::from_secs(20), || {
-        renewal_failures(&first) >= failures + 3
-    });
+    wait_until(
+        "three attempts at a number",
+        Duration::from_secs(20),
+        || renewal_failures(&first) >= failures + 3,
+    );
     assert_eq!(first.get("/healthz").status, 503);
     assert_eq!(first.get("/v1/ids?count=1").status, 503);
     assert_eq!(second.get("/v1/ids?count=10").ids().len(), 10);
     // The restore step ends it: the first service takes worker 1 once its raised mark
     // passed.
     run(&args, &["leases", "init", "--after-restore"]);
-    wait_until("the first service to take a number again", Duration::from_secs(20), || {
-        first.get("/healthz").status == 200
-    });
+    wait_until(
+        "the first service to take a number again",
+        Duration::from_secs(20),
+        || first.get("/healthz").status == 200,
+    );
     assert_eq!(first.get("/healthz").json()["worker"], 1);
     let (_, log) = first.terminate_with_log();
     assert!(log.contains("went back in time"), "{log}");
@@ -171,5 +177,8 @@ fn the_restore_step_is_refused_on_a_lease_directory_with_the_reason() {
         dir.to_str().unwrap(),
     ]);
     assert_eq!(status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("Restoring a store from a backup"), "{stderr}");
+    assert!(
+        stderr.contains("Restoring a store from a backup"),
+        "{stderr}"
+    );
 }

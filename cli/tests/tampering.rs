@@ -294,12 +294,18 @@ fn move_check_refuses_a_layout_whose_ids_lie_below_the_old_ones_and_passes_one_a
     // A later epoch restarts time at 0: its IDs lie below the old ones for two years.
     let (status, stdout, stderr) = check(&["--epoch", "2026-01-01T00:00:00Z"]);
     assert_eq!(status.code(), Some(1), "{stdout}{stderr}");
-    assert!(stderr.contains("refused: the new layout's IDs lie below"), "{stderr}");
+    assert!(
+        stderr.contains("refused: the new layout's IDs lie below"),
+        "{stderr}"
+    );
     // One less time bit, one more sequence bit, same epoch: the time field moves up a
     // bit, so every new ID (twice the old value, and more) lies above every old one.
     let (status, stdout, stderr) = check(&["--time-bits", "40", "--sequence-bits", "13"]);
     assert!(status.success(), "{stdout}{stderr}");
-    assert!(stdout.contains("ok: every ID of the new layout"), "{stdout}");
+    assert!(
+        stdout.contains("ok: every ID of the new layout"),
+        "{stdout}"
+    );
     // One more time bit: the time field moves down, and new IDs are half the old ones.
     let (status, _, stderr) = check(&["--time-bits", "42", "--sequence-bits", "11"]);
     assert_eq!(status.code(), Some(1), "{stderr}");

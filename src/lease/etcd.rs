@@ -278,7 +278,8 @@ impl EtcdStore {
         now_unix_ms: u64,
     ) -> Result<u64, Error> {
         let ahead = self.default_outage_horizon().max(self.largest_horizon()?);
-        let floor = now_unix_ms.saturating_add(u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX));
+        let floor =
+            now_unix_ms.saturating_add(u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX));
         let mut client = self.connection.client.clone();
         let mut raised = 0;
         let numbers: Vec<(u64, u64)> = datacenters
@@ -306,9 +307,11 @@ impl EtcdStore {
                     } else {
                         Compare::mod_revision(key.as_str(), CompareOp::Equal, changed)
                     };
-                    let txn = Txn::new()
-                        .when(vec![unchanged])
-                        .and_then(vec![TxnOp::put(key.as_str(), floor.to_string(), None)]);
+                    let txn = Txn::new().when(vec![unchanged]).and_then(vec![TxnOp::put(
+                        key.as_str(),
+                        floor.to_string(),
+                        None,
+                    )]);
                     if timed(client.txn(txn)).await?.succeeded() {
                         return Ok(true);
                     }
@@ -481,9 +484,11 @@ impl LeaseStore for EtcdStore {
                 } else {
                     Compare::mod_revision(key.as_str(), CompareOp::Equal, changed)
                 };
-                let txn = Txn::new()
-                    .when(vec![unchanged])
-                    .and_then(vec![TxnOp::put(key.as_str(), ours.to_string(), None)]);
+                let txn = Txn::new().when(vec![unchanged]).and_then(vec![TxnOp::put(
+                    key.as_str(),
+                    ours.to_string(),
+                    None,
+                )]);
                 if timed(client.txn(txn)).await?.succeeded() {
                     return Ok(ours);
                 }
@@ -999,7 +1004,9 @@ impl Evidence {
     fn went_back(&self, mark_revision: i64) -> bool {
         mark_revision != 0
             && (self.revision < mark_revision
-                || self.mark_revision.is_some_and(|changed| changed < mark_revision))
+                || self
+                    .mark_revision
+                    .is_some_and(|changed| changed < mark_revision))
     }
 
     fn holder_is(&self, claim: &Ours) -> bool {
@@ -1129,41 +1136,46 @@ impl Claim for EtcdClaim {
         let (wrote, previous) = (self.mark_revision != 0, self.previous.unwrap_or(0));
         let mark_revision = self.mark_revision;
         let connection = Arc::clone(&self.connection);
-        self.connection.run(async move {
-            if !wrote && mark_unix_ms <= previous {
-                // Never used (a number looked at and given back): the mark stays exactly as
-                // it was, so a holder cut off from etcd can still take its number back.
-                let txn = Txn::new()
-                    .when(vec![
-                        Compare::value(ours.holder.as_str(), CompareOp::Equal, ours.token.as_str()),
-                        Compare::lease(ours.holder.as_str(), CompareOp::Equal, ours.lease),
-                    ])
-                    .and_then(vec![TxnOp::delete(ours.holder.as_str(), None)]);
-                if timed(client.txn(txn)).await?.succeeded() {
-                    timed(client.lease_revoke(lease)).await?;
+        self.connection
+            .run(async move {
+                if !wrote && mark_unix_ms <= previous {
+                    // Never used (a number looked at and given back): the mark stays exactly as
+                    // it was, so a holder cut off from etcd can still take its number back.
+                    let txn = Txn::new()
+                        .when(vec![
+                            Compare::value(
+                                ours.holder.as_str(),
+                                CompareOp::Equal,
+                                ours.token.as_str(),
+                            ),
+                            Compare::lease(ours.holder.as_str(), CompareOp::Equal, ours.lease),
+                        ])
+                        .and_then(vec![TxnOp::delete(ours.holder.as_str(), None)]);
+                    if timed(client.txn(txn)).await?.succeeded() {
+                        timed(client.lease_revoke(lease)).await?;
+                    }
+                    return Ok(None);
                 }
-                return Ok(None);
-            }
-            // Revoke only a lease proven ours: the number's lease ID may have passed to a
-            // successor after ours ran out.
-            match EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, true, mark_revision)
-                .await?
-            {
-                MarkWrite::Written(_) => {
-                    timed(client.lease_revoke(lease)).await?;
-                    Ok(None)
+                // Revoke only a lease proven ours: the number's lease ID may have passed to a
+                // successor after ours ran out.
+                match EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, true, mark_revision)
+                    .await?
+                {
+                    MarkWrite::Written(_) => {
+                        timed(client.lease_revoke(lease)).await?;
+                        Ok(None)
+                    }
+                    MarkWrite::Lost => Ok(None),
+                    MarkWrite::Restored(store_value) => Ok(Some(store_value)),
                 }
-                MarkWrite::Lost => Ok(None),
-                MarkWrite::Restored(store_value) => Ok(Some(store_value)),
-            }
-        })
-        .and_then(|restored| match restored {
-            None => Ok(()),
-            Some(store_value) => {
-                connection.note_restored(store_value);
-                Err(connection.restored_error())
-            }
-        })
+            })
+            .and_then(|restored| match restored {
+                None => Ok(()),
+                Some(store_value) => {
+                    connection.note_restored(store_value);
+                    Err(connection.restored_error())
+                }
+            })
     }
 }
 

@@ -325,8 +325,7 @@ impl FileStore {
             }),
             Ok(metadata) => {
                 self.check_writers(&path, &metadata)?;
-                let text =
-                    fs::read(&path).map_err(|error| io_error(&path, "read", &error))?;
+                let text = fs::read(&path).map_err(|error| io_error(&path, "read", &error))?;
                 Ok(Some(String::from_utf8_lossy(&text).into_owned()))
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -553,7 +552,11 @@ impl LeaseStore for FileStore {
                 self.read_layout()?.unwrap_or_default()
             }
         };
-        check_layout(&self.dir.join(LAYOUT).display().to_string(), &recorded, layout)
+        check_layout(
+            &self.dir.join(LAYOUT).display().to_string(),
+            &recorded,
+            layout,
+        )
     }
 
     fn raise_horizon(&self, horizon: Duration) -> Result<Duration, Error> {
@@ -574,8 +577,8 @@ impl LeaseStore for FileStore {
             }
             Ok(metadata) => {
                 self.check_writers(&path, &metadata)?;
-                let text = fs::read_to_string(&path)
-                    .map_err(|error| io_error(&path, "read", &error))?;
+                let text =
+                    fs::read_to_string(&path).map_err(|error| io_error(&path, "read", &error))?;
                 // A damaged record counts as none: the holder's own horizon still applies.
                 text.strip_suffix('\n').and_then(canonical)
             }
@@ -586,7 +589,9 @@ impl LeaseStore for FileStore {
         if let Some(recorded) = recorded.filter(|&recorded| recorded >= ours) {
             return Ok(Duration::from_millis(recorded));
         }
-        let staging = self.dir.join(format!(".{HORIZON}.writing-{}", std::process::id()));
+        let staging = self
+            .dir
+            .join(format!(".{HORIZON}.writing-{}", std::process::id()));
         let _ = fs::remove_file(&staging);
         let mut file =
             private_file(&staging).map_err(|error| io_error(&staging, "create", &error))?;

@@ -41,9 +41,10 @@ pub trait LeaseStore: Send + Sync + fmt::Debug {
     /// Records `layout` as the one the store serves if it has none yet, and fails with
     /// [`Error::LayoutMismatch`] if it serves another (every width and the epoch count):
     /// two layouts on one store issue the same IDs. Of two processes with different layouts
-    /// racing to be first, exactly one records its own. [`LeasedBuilder::acquire`]
-    /// (super::LeasedBuilder::acquire) and [`ExternalLease::acquire`]
-    /// (super::ExternalLease::acquire) call it before taking a number. Default: records
+    /// racing to be first, exactly one records its own.
+    /// [`LeasedBuilder::acquire`](super::LeasedBuilder::acquire) and
+    /// [`ExternalLease::acquire`](super::ExternalLease::acquire) call it before taking a
+    /// number. Default: records
     /// nothing and accepts every layout, so a store of your own should implement it.
     fn bind_layout(&self, layout: &Layout) -> Result<(), Error> {
         let _ = layout;

@@ -290,10 +290,7 @@ pub fn distinct_layouts(count: u32) -> Vec<idgen::Layout> {
 /// Binds `layouts[i]` through `stores[i]`, all from threads released at once, and checks
 /// that exactly one recorded its own: that one succeeds, every other is refused naming
 /// both the winner's layout and its own, and the store then serves the winner's.
-pub fn assert_exactly_one_layout_wins(
-    stores: Vec<Box<dyn LeaseStore>>,
-    layouts: &[idgen::Layout],
-) {
+pub fn assert_exactly_one_layout_wins(stores: Vec<Box<dyn LeaseStore>>, layouts: &[idgen::Layout]) {
     let barrier = std::sync::Barrier::new(stores.len());
     let results: Vec<Result<(), idgen::Error>> = std::thread::scope(|scope| {
         let handles: Vec<_> = stores
@@ -309,9 +306,7 @@ pub fn assert_exactly_one_layout_wins(
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let winners: Vec<usize> = (0..results.len())
-        .filter(|&i| results[i].is_ok())
-        .collect();
+    let winners: Vec<usize> = (0..results.len()).filter(|&i| results[i].is_ok()).collect();
     assert_eq!(winners.len(), 1, "{results:?}");
     let winner = layouts[winners[0]];
     for (result, layout) in results.iter().zip(layouts) {
