@@ -8,8 +8,8 @@ mod blocks;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use blocks::{MemoryStore, assert_increasing, assert_unique, temp_path, wait_for};
-use idgen::blocks::{BlockAllocator, FileStore, MAX_VALUE};
+use blocks::{MemoryStore, PATIENT_WAIT, assert_increasing, assert_unique, temp_path, wait_for};
+use idgen::blocks::{BlockAllocator, DEFAULT_MAX_WAIT, FileStore, MAX_VALUE};
 use idgen::{Error, ManualClock};
 
 /// An allocator of "orders" on `store`, configured by `configure`.
@@ -81,6 +81,7 @@ fn allocators_in_separate_threads_on_one_file_store_never_share_a_value() {
                     let alloc = BlockAllocator::builder(store, "orders")
                         .unwrap()
                         .fixed_block_size(37)
+                        .max_wait(PATIENT_WAIT)
                         .build()
                         .unwrap();
                     let values: Vec<u64> = (0..2_000).map(|_| alloc.next().unwrap()).collect();
@@ -101,11 +102,21 @@ fn allocators_in_separate_threads_on_one_file_store_never_share_a_value() {
 #[test]
 fn the_next_block_is_fetched_when_the_refill_share_is_used() {
     let store = MemoryStore::new();
-    let alloc = built(store.clone(), |b| b.fixed_block_size(100).refill_at(0.25));
+    // A name of its own: its fetcher thread is found by name ("idgen-blocks-re", cut to 15).
+    let alloc = BlockAllocator::builder(store.clone(), "refill-share")
+        .unwrap()
+        .fixed_block_size(100)
+        .refill_at(0.25)
+        .build()
+        .unwrap();
     for _ in 0..25 {
         alloc.next().unwrap();
     }
-    std::thread::sleep(Duration::from_millis(50));
+    // A fetch asked for by any of these calls would have woken the fetcher: once it is
+    // parked again, such a fetch is over and counted.
+    wait_for("the fetcher to park", || {
+        thread_states("idgen-blocks-re") == ['S']
+    });
     assert_eq!(store.grants(), 1, "nothing fetched before the refill point");
     assert_eq!(alloc.next().unwrap(), 26); // the value at first + 25% asks for the next block
     wait_for("the prefetch", || store.grants() == 2);
@@ -223,9 +234,11 @@ fn the_block_size_doubles_when_blocks_go_fast_and_halves_when_they_go_slowly() {
 fn a_clean_close_gives_back_both_blocks_so_a_restart_leaves_no_gap() {
     let dir = temp_path("alloc-close");
     let open = || {
+        // Patient: `close` gives back only once the prefetch under way has ended.
         BlockAllocator::builder(FileStore::open(&dir).unwrap(), "orders")
             .unwrap()
             .fixed_block_size(100)
+            .max_wait(PATIENT_WAIT)
             .build()
             .unwrap()
     };
@@ -375,7 +388,7 @@ fn close_and_drop_give_up_on_a_hanging_store_after_max_wait() {
     alloc.next().unwrap();
     store.hang(true);
     alloc.next().unwrap(); // the refill point: a fetch starts, and hangs
-    std::thread::sleep(Duration::from_millis(20));
+    wait_for("the fetch to start", || alloc.stats().round_trips == 2);
     let started = Instant::now();
     assert_eq!(alloc.close(), Ok(false), "nothing given back under a fetch");
     let took = started.elapsed();
@@ -389,16 +402,19 @@ fn a_wait_of_duration_max_means_no_deadline() {
     let store = MemoryStore::new();
     let alloc = built(store.clone(), |b| b.max_wait(Duration::MAX));
     store.hang(true);
-    let release = {
-        let store = store.clone();
-        std::thread::spawn(move || {
-            // Longer than the default wait: a call with a deadline would have failed.
-            std::thread::sleep(Duration::from_millis(2_500));
+    let (values, waited) = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            wait_for("the fetch to start", || alloc.stats().round_trips == 1);
+            // Elapsed time is the point: the store stays away longer than the default
+            // wait, after which a call with a deadline would have failed.
+            std::thread::sleep(DEFAULT_MAX_WAIT + Duration::from_millis(500));
             store.hang(false);
-        })
-    };
-    assert_eq!(alloc.next_n(3).unwrap(), vec![1, 2, 3]);
-    release.join().unwrap();
+        });
+        let started = Instant::now();
+        (alloc.next_n(3).unwrap(), started.elapsed())
+    });
+    assert_eq!(values, vec![1, 2, 3]);
+    assert!(waited > DEFAULT_MAX_WAIT, "waited only {waited:?}");
     alloc.close().unwrap();
 }
 
@@ -426,22 +442,40 @@ fn tiny_blocks_refilled_at_once_never_leave_a_caller_without_a_wake_up() {
     assert_eq!(assert_unique(&runs), 200_000);
 }
 
-/// CPU time (user + system, in clock ticks) of this process's threads named `prefix...`.
-fn thread_ticks(prefix: &str) -> u64 {
-    let mut ticks = 0;
+/// The `/proc/self/task/*/stat` fields after the parenthesised name (the state first) of
+/// this process's threads named `prefix...`. A thread that ends meanwhile is skipped.
+fn thread_stats(prefix: &str) -> Vec<Vec<String>> {
+    let mut threads = Vec::new();
     for task in std::fs::read_dir("/proc/self/task").unwrap() {
         let path = task.unwrap().path();
         let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
         if !name.starts_with(prefix) {
             continue;
         }
-        let stat = std::fs::read_to_string(path.join("stat")).unwrap();
-        // Fields after the parenthesised name: state is the 3rd field, utime the 14th.
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            continue; // it ended
+        };
         let after = &stat[stat.rfind(')').unwrap() + 2..];
-        let fields: Vec<&str> = after.split(' ').collect();
-        ticks += fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        threads.push(after.split(' ').map(str::to_string).collect());
     }
-    ticks
+    threads
+}
+
+/// The state (`R` running, `S` sleeping, ...) of each thread named `prefix...`.
+fn thread_states(prefix: &str) -> Vec<char> {
+    thread_stats(prefix)
+        .iter()
+        .map(|fields| fields[0].chars().next().unwrap())
+        .collect()
+}
+
+/// CPU time (user + system, in clock ticks) of this process's threads named `prefix...`.
+fn thread_ticks(prefix: &str) -> u64 {
+    thread_stats(prefix)
+        .iter()
+        // Fields after the parenthesised name: state is the 3rd field, utime the 14th.
+        .map(|fields| fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap())
+        .sum()
 }
 
 #[test]
@@ -456,8 +490,12 @@ fn an_idle_allocator_parks_its_fetcher() {
     for _ in 0..10_000 {
         alloc.next().unwrap();
     }
-    std::thread::sleep(Duration::from_millis(100)); // past its millisecond of polling
+    // Past its millisecond of polling, it parks (sleeps, where polling runs).
+    wait_for("the fetcher to park", || {
+        thread_states("idgen-blocks-id") == ['S']
+    });
     let before = thread_ticks("idgen-blocks-id");
+    // Elapsed time is the point: the CPU an idle fetcher uses over a second of idling.
     std::thread::sleep(Duration::from_millis(1_000));
     let used = thread_ticks("idgen-blocks-id") - before;
     // A clock tick is 10 ms: a fetcher that kept polling would use about 100.

@@ -7,10 +7,10 @@
 #[path = "common/blocks.rs"]
 mod blocks;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use blocks::{PostgresServer, assert_increasing, assert_unique, postgres_url};
+use blocks::{PATIENT_WAIT, PostgresServer, assert_increasing, assert_unique, postgres_url};
 use idgen::Error;
 use idgen::blocks::{BlockAllocator, BlockStore, MAX_VALUE, PostgresStore, SequenceName};
 
@@ -21,6 +21,15 @@ fn fresh(test: &str) -> SequenceName {
         .unwrap()
         .as_micros();
     SequenceName::new(&format!("{test}-{}-{micros}", std::process::id())).unwrap()
+}
+
+/// A schema or role name no other test (or earlier run) uses: `prefix_<pid>_<micros>`.
+fn fresh_ident(prefix: &str) -> String {
+    let micros = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    format!("{prefix}_{}_{micros}", std::process::id())
 }
 
 #[test]
@@ -56,6 +65,7 @@ fn threads_with_their_own_connections_never_share_a_value() {
                     )
                     .unwrap()
                     .fixed_block_size(7)
+                    .max_wait(PATIENT_WAIT)
                     .build()
                     .unwrap();
                     (0..700).map(|_| alloc.next().unwrap()).collect::<Vec<_>>()
@@ -120,6 +130,7 @@ fn the_store_is_created_used_and_dropped_inside_async_code() {
         let store = PostgresStore::connect(&postgres_url()).unwrap();
         let alloc = BlockAllocator::builder(store, name.as_str())
             .unwrap()
+            .max_wait(PATIENT_WAIT)
             .build()
             .unwrap();
         let alloc = std::sync::Arc::new(alloc);
@@ -139,28 +150,87 @@ fn the_store_is_created_used_and_dropped_inside_async_code() {
 /// that failed.
 type Run = (Vec<(Instant, u64)>, u64, u64);
 
+/// The restart test's block size.
+const RESTART_BLOCK: u64 = 5;
+/// Values each thread takes before the restart.
+const BEFORE_RESTART: u64 = 20;
+/// Values each thread takes after the restart: more than the two blocks it may hold (the
+/// current and the prefetched) and the one being recorded as the restart ends, so at least
+/// one came from a block granted after the server came back.
+const AFTER_RESTART: u64 = 2 * RESTART_BLOCK + 2;
+/// The longest the restart test waits for the threads' values, before and after.
+const PROGRESS_WITHIN: Duration = Duration::from_secs(60);
+
+/// Waits until every counter in `counts` reaches `target`, at most `PROGRESS_WITHIN`; fails
+/// naming the threads that did not, or as soon as one of `threads` has ended (its panic is
+/// then raised by the join).
+fn wait_for_counts<T>(
+    what: &str,
+    counts: &[AtomicU64],
+    target: u64,
+    threads: &[std::thread::ScopedJoinHandle<'_, T>],
+) {
+    let deadline = Instant::now() + PROGRESS_WITHIN;
+    while counts
+        .iter()
+        .any(|count| count.load(Ordering::SeqCst) < target)
+    {
+        if threads.iter().any(|thread| thread.is_finished()) {
+            return; // ended early: the join says why
+        }
+        if Instant::now() >= deadline {
+            let slow: Vec<String> = counts
+                .iter()
+                .enumerate()
+                .map(|(i, count)| (i, count.load(Ordering::SeqCst)))
+                .filter(|&(_, count)| count < target)
+                .map(|(i, count)| format!("thread {i} ({count})"))
+                .collect();
+            panic!(
+                "within {PROGRESS_WITHIN:?} {what}, {} did not take {target} values",
+                slow.join(", ")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn a_server_restarted_under_load_costs_no_duplicate_and_the_allocators_recover() {
     let server = PostgresServer::start("restart");
     let url = server.url();
     let stop = AtomicBool::new(false);
+    let restarted = AtomicBool::new(false);
     let restarted_at: std::sync::Mutex<Option<Instant>> = std::sync::Mutex::new(None);
+    let before: [AtomicU64; 3] = Default::default();
+    let after: [AtomicU64; 3] = Default::default();
     let runs: Vec<Run> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..3)
-            .map(|_| {
-                let (url, stop) = (&url, &stop);
+            .map(|i| {
+                let (url, stop, restarted) = (&url, &stop, &restarted);
+                let (before, after) = (&before[i], &after[i]);
                 scope.spawn(move || {
                     let alloc =
                         BlockAllocator::builder(PostgresStore::connect(url).unwrap(), "load")
                             .unwrap()
-                            .fixed_block_size(5)
+                            .fixed_block_size(RESTART_BLOCK)
                             .max_wait(Duration::from_millis(300))
                             .build()
                             .unwrap();
                     let (mut values, mut refused) = (Vec::new(), 0);
                     while !stop.load(Ordering::SeqCst) {
                         match alloc.next() {
-                            Ok(value) => values.push((Instant::now(), value)),
+                            Ok(value) => {
+                                // The flag first, then the instant: a value counted as after
+                                // the restart is also dated after it.
+                                let counts = if restarted.load(Ordering::SeqCst) {
+                                    after
+                                } else {
+                                    before
+                                };
+                                values.push((Instant::now(), value));
+                                counts.fetch_add(1, Ordering::SeqCst);
+                            }
                             // The only errors an outage may cause.
                             Err(Error::BlocksUnavailable { .. }) => refused += 1,
                             Err(other) => panic!("unexpected error: {other:?}"),
@@ -170,10 +240,13 @@ fn a_server_restarted_under_load_costs_no_duplicate_and_the_allocators_recover()
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(300));
+        // Under load: every thread has values before the restart ...
+        wait_for_counts("before the restart", &before, BEFORE_RESTART, &handles);
         server.restart_fast();
         *restarted_at.lock().unwrap() = Some(Instant::now());
-        std::thread::sleep(Duration::from_millis(1_500));
+        restarted.store(true, Ordering::SeqCst);
+        // ... and values from blocks granted after it.
+        wait_for_counts("after the restart", &after, AFTER_RESTART, &handles);
         stop.store(true, Ordering::SeqCst);
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
@@ -182,9 +255,15 @@ fn a_server_restarted_under_load_costs_no_duplicate_and_the_allocators_recover()
     for (i, (values, _, _)) in runs.iter().enumerate() {
         let plain: Vec<u64> = values.iter().map(|&(_, v)| v).collect();
         assert_increasing(&format!("thread {i}"), &plain);
+        let taken_before = values.iter().filter(|&&(at, _)| at < restarted_at).count() as u64;
+        let taken_after = values.iter().filter(|&&(at, _)| at >= restarted_at).count() as u64;
         assert!(
-            values.iter().any(|&(at, _)| at > restarted_at),
-            "thread {i} did not recover after the restart"
+            taken_before >= BEFORE_RESTART,
+            "thread {i} took {taken_before} values before the restart"
+        );
+        assert!(
+            taken_after >= AFTER_RESTART,
+            "thread {i} did not recover after the restart: {taken_after} values"
         );
         all.push(plain);
     }
@@ -201,7 +280,7 @@ fn a_role_with_a_schema_of_its_own_uses_the_shared_table_not_a_new_one() {
     let store = PostgresStore::connect(&url).unwrap();
     let name = fresh("pg-schema");
     let first = store.grant(&name, 10).unwrap();
-    let role = format!("idgen_role_{}", std::process::id());
+    let role = fresh_ident("idgen_role");
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .batch_execute(&format!(
@@ -213,9 +292,10 @@ fn a_role_with_a_schema_of_its_own_uses_the_shared_table_not_a_new_one() {
     // The role's default search_path is "$user", public: its own schema comes first.
     let role_url = url.replacen("postgres@", &format!("{role}@"), 1);
     let outcome = PostgresStore::connect(&role_url).and_then(|theirs| theirs.grant(&name, 10));
-    let tables: i64 = admin
+    // Only the role's own schema: a neighbour test may have a table in a schema of its own.
+    let made_in_own_schema: bool = admin
         .query_one(
-            "SELECT count(*) FROM pg_class WHERE relname = 'idgen_sequences' AND relkind = 'r'",
+            &format!("SELECT to_regclass('{role}.idgen_sequences') IS NOT NULL"),
             &[],
         )
         .unwrap()
@@ -227,13 +307,16 @@ fn a_role_with_a_schema_of_its_own_uses_the_shared_table_not_a_new_one() {
         .unwrap();
     let next = outcome.unwrap();
     assert_eq!(next.first, first.end, "continued in the shared table");
-    assert_eq!(tables, 1, "a second idgen_sequences was made");
+    assert!(
+        !made_in_own_schema,
+        "a second idgen_sequences was made, in the schema {role}"
+    );
 }
 
 #[test]
 fn a_search_path_in_the_url_is_kept() {
     let url = postgres_url();
-    let schema = format!("idgen_path_{}", std::process::id());
+    let schema = fresh_ident("idgen_path");
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .batch_execute(&format!("CREATE SCHEMA {schema}"))

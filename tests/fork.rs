@@ -8,7 +8,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use idgen::{Generator, UlidGenerator, Uuid7Generator};
 
@@ -21,9 +21,18 @@ fn unix_ms_now() -> u64 {
         .as_millis() as u64
 }
 
+/// How far an ID's time may lie outside the wall-clock readings taken around it (a cached
+/// reading's lag, the monotonic clock's drift from the wall): far less than `PAUSE`.
+const SLACK_MS: u64 = 50;
+/// The pause after the fork before the times are taken: a clock frozen at the fork is then
+/// this far behind, beyond `SLACK_MS`.
+const PAUSE: Duration = Duration::from_millis(300);
+/// The longest the parent waits for the child's report and its exit.
+const CHILD_WITHIN: Duration = Duration::from_secs(60);
+
 /// What one process issues after the fork, as text lines: UUIDs, ULIDs, then three
-/// times (a UUID's, a ULID's and a Snowflake ID's, in Unix ms) with the wall clock when
-/// they were made, after a pause longer than any cached reading may lag. The UUID and ULID
+/// times (a UUID's, a ULID's and a Snowflake ID's, in Unix ms) between two wall-clock
+/// readings, after a pause longer than any cached reading may lag. The UUID and ULID
 /// come first: building the Snowflake generator builds a default clock, which notices the
 /// fork by itself.
 fn issue(uuids: &Uuid7Generator, ulids: &UlidGenerator) -> Vec<String> {
@@ -31,31 +40,60 @@ fn issue(uuids: &Uuid7Generator, ulids: &UlidGenerator) -> Vec<String> {
         .map(|_| uuids.next_uuid().unwrap().to_string())
         .collect();
     lines.extend((0..PER_PROCESS).map(|_| ulids.next_ulid().unwrap().to_string()));
-    std::thread::sleep(Duration::from_millis(300));
+    // Elapsed time is the point: a clock that stood still since the fork falls behind.
+    std::thread::sleep(PAUSE);
+    let before = unix_ms_now();
     let uuid_ms = uuids.next_uuid().unwrap().unix_ms();
     let ulid_ms = ulids.next_ulid().unwrap().unix_ms();
-    let wall = unix_ms_now();
     let snowflakes = Generator::builder().build().unwrap();
     let id = snowflakes.next_id().unwrap();
+    let after = unix_ms_now();
     lines.push(format!(
-        "times {uuid_ms} {ulid_ms} {} {wall}",
+        "times {uuid_ms} {ulid_ms} {} {before} {after}",
         snowflakes.decode(id).unix_ms,
     ));
     lines
 }
 
+/// Each time lies between the wall-clock readings around it (within `SLACK_MS`), however
+/// long the process was kept off the CPU between them.
 fn check_times(who: &str, line: &str) {
     let numbers: Vec<u64> = line
         .trim_start_matches("times ")
         .split(' ')
         .map(|n| n.parse().unwrap())
         .collect();
-    let wall = numbers[3];
-    for (kind, unix_ms) in ["uuidv7", "ulid", "snowflake"].iter().zip(&numbers[..3]) {
+    let (before, after) = (numbers[3], numbers[4]);
+    for (kind, &unix_ms) in ["uuidv7", "ulid", "snowflake"].iter().zip(&numbers[..3]) {
         assert!(
-            unix_ms.abs_diff(wall) <= 50,
-            "{who}: a {kind} dated {unix_ms}, the wall clock read {wall} (a clock frozen at the fork?)"
+            unix_ms + SLACK_MS >= before && unix_ms <= after + SLACK_MS,
+            "{who}: a {kind} dated {unix_ms}, the wall clock read {before} before and {after} \
+             after (a clock frozen at the fork?)"
         );
+    }
+}
+
+/// Waits for the child `pid` to exit, at most `CHILD_WITHIN`; kills it and fails naming
+/// `what` if it does not. Its wait status.
+fn wait_child(what: &str, pid: libc::pid_t) -> libc::c_int {
+    let deadline = Instant::now() + CHILD_WITHIN;
+    loop {
+        let mut status = 0;
+        // SAFETY: polls the child forked by the caller.
+        let ended = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        assert!(ended >= 0, "{what}: waitpid failed");
+        if ended == pid {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            // SAFETY: ends and reaps the child forked by the caller.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            panic!("{what}: the child did not exit within {CHILD_WITHIN:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -86,13 +124,12 @@ fn fork_round(name: &str, warm: impl FnOnce(&Uuid7Generator, &UlidGenerator)) {
     }
     drop(to_parent);
     let mine = issue(&uuids, &ulids);
+    from_child.set_read_timeout(Some(CHILD_WITHIN)).unwrap();
     let theirs: Vec<String> = BufReader::new(from_child)
         .lines()
-        .map(|line| line.unwrap())
+        .map(|line| line.unwrap_or_else(|error| panic!("{name}: the child's report: {error}")))
         .collect();
-    let mut status = 0;
-    // SAFETY: waits for the child forked above.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let status = wait_child(name, pid);
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "{name}: child failed: {status}"
@@ -146,6 +183,8 @@ fn fork_block_allocator() {
     let orders = BlockAllocator::builder(store.clone(), "orders")
         .unwrap()
         .fixed_block_size(100)
+        // The file store `fsync`s each grant: under load it may take longer than 2 s.
+        .max_wait(CHILD_WITHIN)
         .build()
         .unwrap();
     assert_eq!(orders.next().unwrap(), 1);
@@ -159,9 +198,7 @@ fn fork_block_allocator() {
         // SAFETY: ends the child without running the parent's exit handlers twice.
         unsafe { libc::_exit(if refused { 0 } else { 1 }) };
     }
-    let mut status = 0;
-    // SAFETY: waits for the child forked above.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let status = wait_child("block allocator", pid);
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "the child's allocator was not refused: {status}"

@@ -1,7 +1,7 @@
 //! Behaviour of one generator on an injected clock: every clock step is exact.
 
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use idgen::{Error, Field, Generator, Id, IdParts, Layout, ManualClock, Stats};
 
@@ -87,6 +87,20 @@ fn next_id_waits_for_the_clock_when_the_millisecond_is_used_up() {
     let second = generator.next_id().unwrap();
     let third = thread::scope(|s| {
         let waiter = s.spawn(|| generator.next_id().unwrap());
+        // The waiter has found the millisecond used up ...
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while generator.stats().sequence_exhausted == 0 {
+            assert!(
+                !waiter.is_finished(),
+                "issued a third ID in a 2-ID millisecond"
+            );
+            assert!(
+                Instant::now() < deadline,
+                "the third call never found its millisecond used up"
+            );
+            thread::sleep(Duration::from_millis(1));
+        }
+        // ... and, the clock standing still, goes on waiting: elapsed time is the point.
         thread::sleep(Duration::from_millis(20));
         assert!(
             !waiter.is_finished(),

@@ -128,6 +128,11 @@ pub fn assert_increasing(what: &str, values: &[u64]) {
     }
 }
 
+/// The longest a call may wait for a real store (the file store `fsync`s each grant, and
+/// PostgreSQL commits it) in tests about something else than that wait: under load, with
+/// other processes writing to the same disk, a grant can take longer than the default 2 s.
+pub const PATIENT_WAIT: Duration = Duration::from_secs(60);
+
 /// Polls `done` every 2 ms for up to 10 s; fails naming `what` if it never holds.
 pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
