@@ -287,7 +287,10 @@ pub enum Error {
     /// another epoch, on two moments: their IDs collide. Permanent: use the store's layout,
     /// or move to a new store as `docs/leases.md` ("Moving to a new layout") says.
     #[error(
-        "the lease store {store} serves the layout {recorded}; this process uses {ours}: IDs          of two layouts on one store collide. Use the store's layout (the layout flags or          IDGEN_* variables of the processes that use it), or move to a new store after          `idgen leases move-check`"
+        "the lease store {store} serves the layout {recorded}; this process uses {ours}: IDs \
+         of two layouts on one store collide. Use the store's layout (the layout flags or \
+         IDGEN_* variables of the processes that use it), or move to a new store after \
+         `idgen leases move-check`"
     )]
     LayoutMismatch {
         /// The directory or etcd namespace.

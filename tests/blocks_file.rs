@@ -309,3 +309,19 @@ fn a_failing_enrolment_grants_nothing_so_retries_burn_no_block() {
     assert_eq!(second_process.grant(&orders(), 10).unwrap().first, 11);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The roster deleted by hand: it is made again from the sequences whose files are still
+/// there, so losing a sequence's files afterwards is still an error, not a restart at 1.
+#[test]
+fn a_deleted_roster_is_made_again_from_the_sequences_on_disk() {
+    let dir = temp_dir("roster-deleted");
+    let orders = orders();
+    let first = FileStore::open(&dir).unwrap().grant(&orders, 10).unwrap();
+    assert_eq!(first.first, 1);
+    std::fs::remove_file(dir.join("roster.idgen")).unwrap();
+    let store = FileStore::open(&dir).unwrap();
+    std::fs::remove_dir_all(dir.join("orders")).unwrap();
+    let refused = store.grant(&orders, 10);
+    assert!(refused.is_err(), "restarted: {refused:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -176,6 +176,25 @@ impl LeaseSource {
 }
 
 impl StoreArgs {
+    /// A command that only reads a store must not create it (a mistyped directory).
+    fn refuse_missing_dir(&self) -> Result<(), Failure> {
+        if self.etcd.is_some() {
+            return Ok(());
+        }
+        let dir = match &self.lease_dir {
+            Some(dir) => dir.clone(),
+            None => idgen::lease::default_lease_dir()
+                .map_err(|error| Failure::input(error.to_string()))?,
+        };
+        if dir.exists() {
+            return Ok(());
+        }
+        Err(Failure::input(format!(
+            "no lease directory at {}: nothing to read",
+            dir.display()
+        )))
+    }
+
     fn open(&self) -> Result<Box<dyn LeaseStore>, Failure> {
         if let Some(endpoints) = &self.etcd {
             return etcd_store(endpoints, &self.namespace, self.lease_ttl);
@@ -214,20 +233,7 @@ impl ListArgs {
     pub fn run(self) -> Result<(), Failure> {
         let layout = self.layout.layout()?;
         let range = self.range.range(&layout)?;
-        if self.store.etcd.is_none() {
-            // Listing must not create the store it is asked about (a mistyped directory).
-            let dir = match &self.store.lease_dir {
-                Some(dir) => dir.clone(),
-                None => idgen::lease::default_lease_dir()
-                    .map_err(|error| Failure::input(error.to_string()))?,
-            };
-            if !dir.exists() {
-                return Err(Failure::input(format!(
-                    "no lease directory at {}: nothing to list",
-                    dir.display()
-                )));
-            }
-        }
+        self.store.refuse_missing_dir()?;
         let store = self.store.open()?;
         let numbers = store
             .survey(&range)
@@ -350,6 +356,12 @@ impl InitArgs {
             None => idgen::lease::default_lease_dir()
                 .map_err(|error| Failure::input(error.to_string()))?,
         };
+        // A store of another layout is refused before anything is written to it.
+        if dir.exists()
+            && let Ok(existing) = FileStore::open(&dir)
+        {
+            refuse_other_layout(&existing, &layout)?;
+        }
         let written = FileStore::init(&dir).map_err(|error| Failure::runtime(error.to_string()))?;
         if written {
             println!("initialised the lease directory {}", dir.display());
@@ -361,6 +373,17 @@ impl InitArgs {
         }
         let store = FileStore::open(&dir).map_err(|error| Failure::runtime(error.to_string()))?;
         bind_layout(&store, &layout)
+    }
+}
+
+/// Refuses a store that serves another layout than `layout`.
+fn refuse_other_layout(store: &dyn LeaseStore, layout: &Layout) -> Result<(), Failure> {
+    match store.recorded_layout() {
+        // The store's own refusal, which names it.
+        Ok(Some(recorded)) if recorded != *layout => store
+            .bind_layout(layout)
+            .map_err(|error| Failure::input(error.to_string())),
+        _ => Ok(()),
     }
 }
 
@@ -389,6 +412,7 @@ pub struct MoveCheckArgs {
 impl MoveCheckArgs {
     pub fn run(self) -> Result<(), Failure> {
         let new = self.layout.layout()?;
+        self.store.refuse_missing_dir()?;
         let store = self.store.open()?;
         let runtime = |error: idgen::Error| Failure::runtime(error.to_string());
         let old = store.recorded_layout().map_err(runtime)?.ok_or_else(|| {
@@ -406,6 +430,18 @@ impl MoveCheckArgs {
                 .survey(&WorkerRange::all(&old, datacenter))
                 .map_err(runtime)?;
             for number in numbers {
+                if number.state == NumberState::Held {
+                    return Err(Failure::runtime(format!(
+                        "worker {} of datacenter {datacenter} is held{}: the old fleet is still \
+                         issuing and its marks still move; stop it, then check again",
+                        number.worker,
+                        number
+                            .holder
+                            .as_ref()
+                            .map(|holder| format!(" by {holder:?}"))
+                            .unwrap_or_default()
+                    )));
+                }
                 if number.state == NumberState::Corrupt || number.state == NumberState::Missing {
                     return Err(Failure::runtime(format!(
                         "worker {} of datacenter {datacenter} is {}: its last mark is not \
@@ -474,6 +510,9 @@ fn init_etcd(
         }
         store = store.with_outage_horizon(horizon);
     }
+    // Marks are written for the numbers of `layout`: with another one's flags, some of the
+    // fleet's numbers would be left out.
+    refuse_other_layout(&store, layout)?;
     let now = idgen::Clock::now_unix_ms(&idgen::SystemClock);
     let (datacenters, workers) = (0..=layout.max_datacenter(), 0..=layout.max_worker());
     if after_restore {

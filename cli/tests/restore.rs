@@ -2,8 +2,8 @@
 //! serve` processes, on a private etcd (it is stopped and restored). The snapshot is taken
 //! before the first service took its number, so the restored namespace knows nothing of
 //! it: with the restore step (`idgen leases init --after-restore`) no ID is issued twice;
-//! without it, the first service stops at its next renewal and takes no number again
-//! until the step has run.
+//! without it, the first service stops at its next renewal, and from then on no process
+//! takes a number from the namespace until the step has run.
 
 #![cfg(feature = "etcd")]
 
@@ -125,24 +125,86 @@ fn with_the_restore_step_two_services_never_share_an_id() {
     let first_ids: HashSet<u64> = a.iter().copied().collect();
     let shared = b.iter().filter(|id| first_ids.contains(id)).count();
     assert_eq!(shared, 0, "{shared} IDs issued by both");
+    // The first service, stopped or not by the restore, issues again: on the other number
+    // once its raised mark passed (the step needs running once, whatever the order).
+    wait_until(
+        "the first service to issue again",
+        Duration::from_secs(20),
+        || first.get("/healthz").status == 200,
+    );
+}
+
+/// The restore step with another layout's flags would raise the marks of some numbers
+/// only: it is refused before anything is written.
+#[test]
+fn the_restore_step_with_another_layouts_flags_changes_nothing() {
+    let server = EtcdServer::start("cli-restore-layout");
+    let args = store_args(&server);
+    let fleet = ["--datacenter-bits", "0", "--worker-bits", "10"];
+    let mut init: Vec<&str> = vec!["leases", "init"];
+    init.extend(fleet);
+    run(&args, &init);
+    let before = etcd_get(&server, "/idgen-restore/store");
+    let mark = etcd_get(&server, "/idgen-restore/dc/0/mark/40");
+    let mut all: Vec<&str> = vec!["leases", "init", "--after-restore"];
+    all.extend(args.iter().map(String::as_str));
+    let (status, _, stderr) = idgen(&all);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("serves the layout"), "{stderr}");
+    assert_eq!(etcd_get(&server, "/idgen-restore/store"), before);
+    assert_eq!(etcd_get(&server, "/idgen-restore/dc/0/mark/40"), mark);
+}
+
+/// The value of one key, through etcdctl.
+fn etcd_get(server: &EtcdServer, key: &str) -> String {
+    let output = std::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={}", server.endpoint))
+        .args(["get", "--print-value-only", key])
+        .output()
+        .expect("etcdctl (Debian's etcd-client) is needed");
+    assert!(output.status.success());
+    let value = String::from_utf8(output.stdout).unwrap();
+    assert!(!value.is_empty(), "{key} is missing");
+    value
 }
 
 #[test]
-fn without_the_restore_step_the_holder_stops_and_takes_no_number_until_it_runs() {
+fn without_the_restore_step_the_holder_stops_and_every_process_is_refused_until_it_runs() {
     let (mut server, args, snapshot, first) = before_the_restore("cli-restore-skipped");
     server.restore(&snapshot);
-    // The restored namespace has no trace of the first service: a second takes a number
-    // at once, perhaps the first's. The first finds the restore at its next renewal.
-    let second = serve(&args, "0-0");
-    let took = wait_until("the first service to stop", Duration::from_secs(20), || {
+    let restored_at = Instant::now();
+    // The restored namespace has no trace of the first service: a process started now
+    // takes a number at once (perhaps the first's), unless the first service has already
+    // found the restore, which then refuses it.
+    let next = |workers: &str| {
+        let mut all: Vec<&str> = vec!["next", "--workers", workers];
+        all.extend(args.iter().map(String::as_str));
+        idgen(&all)
+    };
+    let (status, stdout, stderr) = next("0-0");
+    let refused = stderr.contains("went back in time");
+    assert!(status.success() || refused, "{stdout}{stderr}");
+    wait_until("the first service to stop", Duration::from_secs(20), || {
         first.get("/v1/ids?count=1").status == 503
     });
-    println!("the first service stopped {took:?} after the second started");
+    println!(
+        "the first service stopped within {:?} of etcd answering again (a second process \
+         was refused: {refused})",
+        restored_at.elapsed()
+    );
     let health = first.get("/healthz").json();
     assert_eq!(health["lease"], "Lost", "{health}");
     assert_eq!(health["validForMs"], 0, "{health}");
-    // Worker 1 is free and its mark long passed, but the first service takes no number
-    // from a store it saw go back in time: three attempts, all refused.
+    // Found once, refused to every process, this one included: worker 1 is free and its
+    // mark long passed, yet three attempts of the first service and a new process are all
+    // refused, naming the step.
+    let (status, _, stderr) = next("0-1");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("idgen leases init --after-restore"),
+        "{stderr}"
+    );
     let failures = renewal_failures(&first);
     wait_until(
         "three attempts at a number",
@@ -151,16 +213,16 @@ fn without_the_restore_step_the_holder_stops_and_takes_no_number_until_it_runs()
     );
     assert_eq!(first.get("/healthz").status, 503);
     assert_eq!(first.get("/v1/ids?count=1").status, 503);
-    assert_eq!(second.get("/v1/ids?count=10").ids().len(), 10);
-    // The restore step ends it: the first service takes worker 1 once its raised mark
-    // passed.
+    // The restore step ends it: the first service takes a number once its raised mark
+    // passed, and so does a new process.
     run(&args, &["leases", "init", "--after-restore"]);
     wait_until(
         "the first service to take a number again",
         Duration::from_secs(20),
         || first.get("/healthz").status == 200,
     );
-    assert_eq!(first.get("/healthz").json()["worker"], 1);
+    let (status, _, stderr) = next("0-1");
+    assert!(status.success(), "{stderr}");
     let (_, log) = first.terminate_with_log();
     assert!(log.contains("went back in time"), "{log}");
     assert!(log.contains("idgen leases init --after-restore"), "{log}");

@@ -268,7 +268,16 @@ impl FileStore {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => return Err(io_error(&roster, "inspect", &error)),
         }
-        let carried_over = self.read_legacy_roster()?.unwrap_or_default();
+        let mut carried_over = self.read_legacy_roster()?.unwrap_or_default();
+        // A roster deleted by hand: every sequence whose files are still here is known
+        // again, so losing its files later is an error, not a restart at 1.
+        if !carried_over.is_empty() && !carried_over.ends_with('\n') {
+            carried_over.push('\n');
+        }
+        for name in self.sequences_on_disk()? {
+            carried_over.push_str(&name);
+            carried_over.push('\n');
+        }
         static STAGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         // Unique to this call among live processes: several threads and processes may be
         // opening the store at once. The dots keep it clear of every sequence name.
@@ -307,6 +316,27 @@ impl FileStore {
         let _ = fs::remove_file(&staging);
         placed?;
         sync_dir(&self.dir)
+    }
+
+    /// The sequences whose directory holds a record or its copy.
+    fn sequences_on_disk(&self) -> Result<Vec<String>, Error> {
+        let entries =
+            fs::read_dir(&self.dir).map_err(|error| io_error(&self.dir, "list", &error))?;
+        let mut names = Vec::new();
+        for entry in entries.flatten() {
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let is_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
+            let has_record = ["next", "copy"]
+                .iter()
+                .any(|file| entry.path().join(file).is_file());
+            if is_dir && has_record && SequenceName::new(&name).is_ok() {
+                names.push(name);
+            }
+        }
+        names.sort();
+        Ok(names)
     }
 
     /// Adds the sequence to the roster unless this store has seen it there. Called before

@@ -56,9 +56,6 @@ struct Connection {
     endpoints: Vec<String>,
     /// The namespace's key prefix.
     prefix: String,
-    /// Set when a claim found the store gone back in time: the `store` key's value then
-    /// (empty if it had none). Acquiring is refused until `init --after-restore` rewrote it.
-    restored: std::sync::Mutex<Option<String>>,
 }
 
 impl Drop for Connection {
@@ -80,50 +77,56 @@ impl Connection {
             store: format!("etcd namespace {namespace}"),
             fix: format!(
                 "run: idgen leases init --after-restore --etcd {} --namespace {namespace} \
-                 (with the fleet's layout flags and its largest --outage-horizon); this \
-                 process takes a number again once that has run after this was found",
+                 (with the fleet's layout flags and its largest --outage-horizon): until \
+                 then no process takes a number from this namespace",
                 self.endpoints.join(",")
             ),
         }
     }
 
-    /// Remembers that the store went back in time, and what its `store` key said then.
-    fn note_restored(&self, store_value: String) {
-        let mut restored = self
-            .restored
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if restored.is_none() {
-            log::error!(
-                "idgen: etcd namespace {} went back in time (restored from a snapshot?): \
-                 stopped issuing; {}",
-                self.prefix.trim_end_matches('/'),
-                self.restored_error()
+    /// After a claim found the store gone back in time, with the `store` key's value `seen`:
+    /// whether the namespace is to be refused as restored (`true`), or the restore step
+    /// already ran after the claim's last confirmed write at `confirmed_unix_ms` (`false`:
+    /// the marks are raised past everything the claim wrote, so it is only lost). Marks
+    /// the namespace `restore-found`, so that every process, not only this one, refuses to
+    /// take numbers until `init --after-restore` has run.
+    fn restore_found(&self, seen: &str, confirmed_unix_ms: u64) -> Result<bool, Error> {
+        if after_restore_ms(seen).is_some_and(|step| step >= confirmed_unix_ms) {
+            return Ok(false);
+        }
+        if restore_found_ms(seen).is_none() {
+            let mut client = self.client.clone();
+            let store_key = format!("{}store", self.prefix);
+            let value = format!(
+                "idgen-lease-store v1 {RESTORE_FOUND}{} by pid {}",
+                wall_unix_ms(),
+                std::process::id()
             );
-            *restored = Some(store_value);
-        }
-    }
-
-    /// Refuses to acquire while a restore found by this process has not been followed by
-    /// `init --after-restore` (the `store` key rewritten with an after-restore value since).
-    fn check_not_restored(&self, store_value: &str) -> Result<(), Error> {
-        let mut restored = self
-            .restored
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match restored.as_deref() {
-            None => Ok(()),
-            Some(seen) if seen != store_value && after_restore_ms(store_value).is_some() => {
-                log::info!(
-                    "idgen: etcd namespace {} was initialised after its restore; taking \
-                     numbers again",
-                    self.prefix.trim_end_matches('/')
-                );
-                *restored = None;
+            let seen = seen.to_string();
+            // Only over what was seen: a restore step that ran meanwhile is not undone
+            // (the next write of this claim decides again).
+            self.run(async {
+                let unchanged = if seen.is_empty() {
+                    Compare::version(store_key.as_str(), CompareOp::Equal, 0)
+                } else {
+                    Compare::value(store_key.as_str(), CompareOp::Equal, seen.as_str())
+                };
+                let txn = Txn::new().when(vec![unchanged]).and_then(vec![TxnOp::put(
+                    store_key.as_str(),
+                    value.as_str(),
+                    None,
+                )]);
+                timed(client.txn(txn)).await?;
                 Ok(())
-            }
-            Some(_) => Err(self.restored_error()),
+            })?;
         }
+        log::error!(
+            "idgen: etcd namespace {} went back in time (restored from a snapshot?): stopped \
+             issuing; {}",
+            self.prefix.trim_end_matches('/'),
+            self.restored_error()
+        );
+        Ok(true)
     }
 
     fn run<T>(&self, request: impl Future<Output = Result<T, String>>) -> Result<T, Error> {
@@ -181,7 +184,6 @@ impl EtcdStore {
                 client,
                 endpoints,
                 prefix: prefix.clone(),
-                restored: std::sync::Mutex::new(None),
             }),
             prefix,
             ttl: ETCD_DEFAULT_TTL,
@@ -232,6 +234,7 @@ impl EtcdStore {
         workers: RangeInclusive<u64>,
         now_unix_ms: u64,
     ) -> Result<u64, Error> {
+        self.refuse_if_restore_found()?;
         let ahead = self.default_outage_horizon().max(self.largest_horizon()?);
         let mark = now_unix_ms
             .saturating_add(u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX))
@@ -331,7 +334,28 @@ impl EtcdStore {
         Ok(raised)
     }
 
-    /// The largest outage horizon any holder recorded (zero if none).
+    /// Refuses while a holder has found the namespace restored: only `init
+    /// --after-restore` may lift that, since it raises every mark.
+    fn refuse_if_restore_found(&self) -> Result<(), Error> {
+        let mut client = self.connection.client.clone();
+        let store_key = self.store_key();
+        let value = self.run(async {
+            let got = timed(client.get(store_key.as_str(), None)).await?;
+            Ok(got
+                .kvs()
+                .first()
+                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
+        })?;
+        match value {
+            Some(value) if restore_found_ms(&value).is_some() => {
+                Err(self.connection.restored_error())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The largest outage horizon any holder recorded (zero if none), at most
+    /// [`MAX_OUTAGE_HORIZON`](super::MAX_OUTAGE_HORIZON).
     fn largest_horizon(&self) -> Result<Duration, Error> {
         let mut client = self.connection.client.clone();
         let key = self.horizon_key();
@@ -344,7 +368,8 @@ impl EtcdStore {
         })?;
         Ok(recorded
             .and_then(|text| parse_mark(&text).ok())
-            .map_or(Duration::ZERO, Duration::from_millis))
+            .map_or(Duration::ZERO, Duration::from_millis)
+            .min(super::MAX_OUTAGE_HORIZON))
     }
 
     fn horizon_key(&self) -> String {
@@ -608,7 +633,9 @@ impl LeaseStore for EtcdStore {
         let Some(store_value) = store_value else {
             return Err(self.uninitialised());
         };
-        self.connection.check_not_restored(&store_value)?;
+        if restore_found_ms(&store_value).is_some() {
+            return Err(self.connection.restored_error());
+        }
         let datacenter = range.datacenter();
         let held_prefix = format!("{}dc/{datacenter}/holder/", self.prefix);
         // Each holder key and its lease (0: none).
@@ -671,6 +698,7 @@ impl LeaseStore for EtcdStore {
             // otherwise pass for that successor.
             let token = claim_token(holder_name);
             let value = token.clone();
+            let claimed_at = wall_unix_ms();
             let claimed = self.run(async {
                 let txn = Txn::new()
                     .when(vec![
@@ -689,6 +717,7 @@ impl LeaseStore for EtcdStore {
                 if !response.succeeded() {
                     return Ok(None);
                 }
+                let revision = revision_of(&response);
                 let mark = response.op_responses().into_iter().find_map(|op| match op {
                     TxnOpResponse::Get(got) => Some(
                         got.kvs()
@@ -697,10 +726,10 @@ impl LeaseStore for EtcdStore {
                     ),
                     _ => None,
                 });
-                Ok(Some(mark.flatten()))
+                Ok(Some((mark.flatten(), revision)))
             });
-            let mark_text = match claimed {
-                Ok(Some(mark_text)) => mark_text,
+            let (mark_text, claim_revision) = match claimed {
+                Ok(Some(claimed)) => claimed,
                 Ok(None) => {
                     self.revoke(lease);
                     held += 1;
@@ -741,6 +770,8 @@ impl LeaseStore for EtcdStore {
                 lease: Some(lease),
                 number_lease: lease,
                 ttl_secs,
+                claim_revision,
+                confirmed_unix_ms: claimed_at,
                 mark_revision: 0,
                 previous,
                 unknown,
@@ -788,6 +819,10 @@ struct EtcdClaim {
     /// number back.
     number_lease: i64,
     ttl_secs: i64,
+    /// The revision at which this claim put its holder key (again, after a take-back).
+    claim_revision: i64,
+    /// When (this host's wall clock) the last write the store confirmed was sent.
+    confirmed_unix_ms: u64,
     /// The revision at which this claim last wrote the mark; 0 before its first write.
     mark_revision: i64,
     previous: Option<u64>,
@@ -799,6 +834,23 @@ impl EtcdClaim {
         Error::LeaseLost {
             datacenter: self.datacenter,
             worker: self.worker,
+        }
+    }
+
+    /// The error for a claim that found the store gone back in time (see
+    /// [`Connection::restore_found`]): lost, if the restore step already covered it.
+    fn restored(&self, store_value: &str) -> Error {
+        match self
+            .connection
+            .restore_found(store_value, self.confirmed_unix_ms)
+        {
+            Ok(true) => self.connection.restored_error(),
+            Ok(false) => self.lost(),
+            // Stop all the same; the next attempt decides again.
+            Err(error) => {
+                log::error!("idgen: marking the namespace as restored failed: {error}");
+                self.connection.restored_error()
+            }
         }
     }
 
@@ -845,7 +897,7 @@ impl EtcdClaim {
             return Ok(MarkWrite::Written(revision_of(&response)));
         }
         let evidence = Evidence::of(&response);
-        if evidence.went_back(mark_revision) {
+        if evidence.went_back(mark_revision) || claim.forgotten(client).await? {
             return Ok(MarkWrite::Restored(evidence.store_value));
         }
         if !evidence.holder_is(claim) {
@@ -884,7 +936,7 @@ impl EtcdClaim {
                 // keep, without writing). Lost only once it wrote a mark.
                 let txn = Txn::new().and_then(claim.evidence());
                 let evidence = Evidence::of(&timed(client.txn(txn)).await?);
-                if evidence.went_back(mark_revision) {
+                if evidence.went_back(mark_revision) || claim.forgotten(client).await? {
                     return Ok(MarkWrite::Restored(evidence.store_value));
                 }
                 if evidence.mark_revision == Some(mark_revision) {
@@ -914,11 +966,11 @@ impl EtcdClaim {
             .or_else(claim.evidence());
         let response = timed(client.txn(txn)).await?;
         if response.succeeded() {
-            return Ok(MarkWrite::Written(revision_of(&response)));
+            return Ok(MarkWrite::TakenBack(revision_of(&response)));
         }
         timed(client.lease_revoke(claim.lease)).await?;
         let evidence = Evidence::of(&response);
-        if evidence.went_back(mark_revision) {
+        if evidence.went_back(mark_revision) || claim.forgotten(client).await? {
             return Ok(MarkWrite::Restored(evidence.store_value));
         }
         Ok(MarkWrite::Lost)
@@ -931,6 +983,7 @@ impl EtcdClaim {
             mark_key: self.mark_key.clone(),
             store_key: format!("{}store", self.connection.prefix),
             lease,
+            claim_revision: self.claim_revision,
         }
     }
 }
@@ -942,9 +995,32 @@ struct Ours {
     mark_key: String,
     store_key: String,
     lease: i64,
+    /// When the holder key was put with our token.
+    claim_revision: i64,
 }
 
 impl Ours {
+    /// Whether the store's history lost the write that made the number ours: the holder
+    /// key as of the claim's revision is not ours, or that revision is in the store's
+    /// future. In a store that only moves forward it stays ours there, however the key
+    /// changed since (a successor, a deletion); a restored snapshot has another history.
+    /// `false` when the history was compacted away: then only [`Evidence::went_back`]
+    /// can tell.
+    async fn forgotten(&self, client: &mut Client) -> Result<bool, String> {
+        if self.claim_revision == 0 {
+            return Ok(false);
+        }
+        let options = GetOptions::new().with_revision(self.claim_revision);
+        match timed(client.get(self.holder.as_str(), Some(options))).await {
+            Ok(got) => Ok(!got.kvs().first().is_some_and(|kv| {
+                kv.mod_revision() == self.claim_revision && kv.value() == self.token.as_bytes()
+            })),
+            Err(reason) if reason.contains("future revision") => Ok(true),
+            Err(reason) if reason.contains("compacted") => Ok(false),
+            Err(reason) => Err(reason),
+        }
+    }
+
     /// The reads that tell why a write of ours failed (see [`Evidence`]), in its order.
     fn evidence(&self) -> Vec<TxnOp> {
         vec![
@@ -959,6 +1035,8 @@ impl Ours {
 enum MarkWrite {
     /// Written, at this revision.
     Written(i64),
+    /// Taken back after the lease ran out: holder key and mark written at this revision.
+    TakenBack(i64),
     /// The number is not ours any more.
     Lost,
     /// The store went back in time; the `store` key's value then.
@@ -1075,6 +1153,7 @@ impl Claim for EtcdClaim {
         let mut client = self.connection.client.clone();
         let ours = self.ours(lease);
         let (ttl_secs, mark_revision) = (self.ttl_secs, self.mark_revision);
+        let sent_unix_ms = wall_unix_ms();
         let written = self.connection.run(async move {
             let kept = async {
                 let (mut keeper, mut responses) = timed(client.lease_keep_alive(lease)).await?;
@@ -1098,7 +1177,7 @@ impl Claim for EtcdClaim {
                 let taken =
                     EtcdClaim::take_back(&mut client, &ours, ttl_secs, mark_revision, mark_unix_ms)
                         .await?;
-                if let MarkWrite::Written(_) = taken {
+                if let MarkWrite::TakenBack(_) = taken {
                     log::info!(
                         "idgen: etcd key {}: the lease ran out while etcd was unreachable; \
                          nobody took the number meanwhile, so it was taken back",
@@ -1112,6 +1191,14 @@ impl Claim for EtcdClaim {
         match written {
             MarkWrite::Written(revision) => {
                 self.mark_revision = revision;
+                self.confirmed_unix_ms = sent_unix_ms;
+                self.lease = Some(self.number_lease);
+                Ok(())
+            }
+            MarkWrite::TakenBack(revision) => {
+                self.mark_revision = revision;
+                self.claim_revision = revision;
+                self.confirmed_unix_ms = sent_unix_ms;
                 self.lease = Some(self.number_lease);
                 Ok(())
             }
@@ -1121,8 +1208,7 @@ impl Claim for EtcdClaim {
             }
             MarkWrite::Restored(store_value) => {
                 self.lease = None;
-                self.connection.note_restored(store_value);
-                Err(self.connection.restored_error())
+                Err(self.restored(&store_value))
             }
         }
     }
@@ -1135,47 +1221,38 @@ impl Claim for EtcdClaim {
         let ours = self.ours(lease);
         let (wrote, previous) = (self.mark_revision != 0, self.previous.unwrap_or(0));
         let mark_revision = self.mark_revision;
-        let connection = Arc::clone(&self.connection);
-        self.connection
-            .run(async move {
-                if !wrote && mark_unix_ms <= previous {
-                    // Never used (a number looked at and given back): the mark stays exactly as
-                    // it was, so a holder cut off from etcd can still take its number back.
-                    let txn = Txn::new()
-                        .when(vec![
-                            Compare::value(
-                                ours.holder.as_str(),
-                                CompareOp::Equal,
-                                ours.token.as_str(),
-                            ),
-                            Compare::lease(ours.holder.as_str(), CompareOp::Equal, ours.lease),
-                        ])
-                        .and_then(vec![TxnOp::delete(ours.holder.as_str(), None)]);
-                    if timed(client.txn(txn)).await?.succeeded() {
-                        timed(client.lease_revoke(lease)).await?;
-                    }
-                    return Ok(None);
+        let restored = self.connection.run(async move {
+            if !wrote && mark_unix_ms <= previous {
+                // Never used (a number looked at and given back): the mark stays exactly as
+                // it was, so a holder cut off from etcd can still take its number back.
+                let txn = Txn::new()
+                    .when(vec![
+                        Compare::value(ours.holder.as_str(), CompareOp::Equal, ours.token.as_str()),
+                        Compare::lease(ours.holder.as_str(), CompareOp::Equal, ours.lease),
+                    ])
+                    .and_then(vec![TxnOp::delete(ours.holder.as_str(), None)]);
+                if timed(client.txn(txn)).await?.succeeded() {
+                    timed(client.lease_revoke(lease)).await?;
                 }
-                // Revoke only a lease proven ours: the number's lease ID may have passed to a
-                // successor after ours ran out.
-                match EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, true, mark_revision)
-                    .await?
-                {
-                    MarkWrite::Written(_) => {
-                        timed(client.lease_revoke(lease)).await?;
-                        Ok(None)
-                    }
-                    MarkWrite::Lost => Ok(None),
-                    MarkWrite::Restored(store_value) => Ok(Some(store_value)),
+                return Ok(None);
+            }
+            // Revoke only a lease proven ours: the number's lease ID may have passed to a
+            // successor after ours ran out.
+            match EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, true, mark_revision)
+                .await?
+            {
+                MarkWrite::Written(_) | MarkWrite::TakenBack(_) => {
+                    timed(client.lease_revoke(lease)).await?;
+                    Ok(None)
                 }
-            })
-            .and_then(|restored| match restored {
-                None => Ok(()),
-                Some(store_value) => {
-                    connection.note_restored(store_value);
-                    Err(connection.restored_error())
-                }
-            })
+                MarkWrite::Lost => Ok(None),
+                MarkWrite::Restored(store_value) => Ok(Some(store_value)),
+            }
+        })?;
+        match restored {
+            None => Ok(()),
+            Some(store_value) => Err(self.restored(&store_value)),
+        }
     }
 }
 
@@ -1242,6 +1319,25 @@ fn namespace_prefix(namespace: &str) -> Result<String, Error> {
 
 /// In the `store` key's value after `init --after-restore`, before the Unix ms it ran at.
 const AFTER_RESTORE: &str = "after-restore ";
+
+/// In the `store` key's value once a holder found the store gone back in time.
+const RESTORE_FOUND: &str = "restore-found ";
+
+/// When a holder found the store gone back in time, if this `store` key value says so.
+fn restore_found_ms(store_value: &str) -> Option<u64> {
+    let (_, rest) = store_value.split_once(RESTORE_FOUND)?;
+    parse_mark(rest.split(' ').next()?).ok()
+}
+
+/// Unix milliseconds on this host's wall clock: what the restore step's time is compared
+/// with (both are wall-clock readings, of the operator's host and of the holder's).
+fn wall_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
+}
 
 /// When `init --after-restore` wrote this `store` key value, if it did.
 fn after_restore_ms(store_value: &str) -> Option<u64> {

@@ -561,6 +561,8 @@ impl LeaseStore for FileStore {
 
     fn raise_horizon(&self, horizon: Duration) -> Result<Duration, Error> {
         self.check_dir()?;
+        // A store without its roster is refused with the command that mends it.
+        self.roster()?;
         // Under the roster's lock, as acquires are: two holders raising it at once cannot
         // lower it.
         let roster_path = self.dir.join(ROSTER);
@@ -577,10 +579,16 @@ impl LeaseStore for FileStore {
             }
             Ok(metadata) => {
                 self.check_writers(&path, &metadata)?;
-                let text =
-                    fs::read_to_string(&path).map_err(|error| io_error(&path, "read", &error))?;
-                // A damaged record counts as none: the holder's own horizon still applies.
-                text.strip_suffix('\n').and_then(canonical)
+                // A damaged record (too long, not text, not a number) counts as none: the
+                // holder's own horizon still applies, and is written over it.
+                let text = (metadata.len() <= MAX_LAYOUT_BYTES)
+                    .then(|| fs::read(&path))
+                    .transpose()
+                    .map_err(|error| io_error(&path, "read", &error))?
+                    .and_then(|bytes| String::from_utf8(bytes).ok());
+                text.as_deref()
+                    .and_then(|text| text.strip_suffix('\n'))
+                    .and_then(canonical)
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
             Err(error) => return Err(io_error(&path, "read", &error)),

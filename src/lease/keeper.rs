@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::generator::Generator;
 use crate::sync::{Arc, AtomicU64, Ordering};
 
-use super::leased::{LeaseState, LeaseStats, Timing};
+use super::leased::{LeaseState, LeaseStats, MAX_OUTAGE_HORIZON, Timing};
 use super::{Claim, LeaseStore, NumberState, WorkerRange};
 
 /// Takes a free number of `range` and the mark to start after (see [`previous_mark`]):
@@ -32,7 +32,9 @@ pub(super) fn take_number<C: Clock>(
 ) -> Result<Taken, Error> {
     // A lost mark is inferred with the largest horizon any holder recorded: one of ours
     // shorter than a cut-off holder's would let the two issue side by side.
-    let infer = store.raise_horizon(timing.horizon)?.max(timing.horizon);
+    let infer = store
+        .raise_horizon(timing.horizon)?
+        .clamp(timing.horizon, MAX_OUTAGE_HORIZON.max(timing.horizon));
     if let Some(taken) = take_passed_by_mark(store, range, clock, infer, holder)? {
         return Ok(taken);
     }
@@ -54,6 +56,14 @@ pub(super) fn take_number<C: Clock>(
         let claim = match store.acquire_as(&single, holder) {
             Ok(claim) => claim,
             Err(Error::LeaseRangeFull { .. }) if attempts < SCANS => continue,
+            // Said of the range asked for, not of the one number tried last.
+            Err(Error::LeaseRangeFull { unusable, .. }) => {
+                return Err(Error::LeaseRangeFull {
+                    range: range.to_string(),
+                    held: range.workers().count() as u64 - unusable.len() as u64,
+                    unusable,
+                });
+            }
             Err(error) => return Err(error),
         };
         check_claim(&*claim, range)?;
@@ -582,6 +592,11 @@ impl<C: Clock> Keeper<C> {
             log::warn!("idgen: taking a new worker number failed: {error}");
             false
         };
+        // The store may have been re-initialised for another layout since (a wiped
+        // namespace): every number taken is checked, not only the first.
+        if let Err(error) = self.store.bind_layout(self.generator.layout()) {
+            return failed(error);
+        }
         let (mut claim, previous) = match take_number(
             &*self.store,
             &self.range,

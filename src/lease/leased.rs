@@ -75,6 +75,11 @@ pub struct LeaseStats {
     pub previous_mark_unix_ms: Option<u64>,
 }
 
+/// The longest outage horizon a leased generator takes, and the longest recorded one a
+/// successor infers a lost mark with: a day. A longer one (`30d` for `30s`) would make
+/// every number whose history was lost unusable for that long.
+pub const MAX_OUTAGE_HORIZON: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// Tuning of a [`LeasedGenerator`]; the defaults follow the store's TTL.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Timing {
@@ -97,6 +102,14 @@ impl Timing {
     ) -> Result<Timing, Error> {
         let ttl = store.ttl();
         let horizon = horizon.unwrap_or_else(|| store.default_outage_horizon().max(ttl));
+        if horizon > MAX_OUTAGE_HORIZON {
+            return Err(Error::LeaseConfig {
+                reason: format!(
+                    "an outage horizon of {horizon:?} is above the longest taken, a day: a \
+                     crashed holder's number would stay unusable that long"
+                ),
+            });
+        }
         if horizon < ttl {
             return Err(Error::LeaseConfig {
                 reason: format!(

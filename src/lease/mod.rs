@@ -38,6 +38,9 @@ pub(crate) use file::default_state_dir;
 pub use file::{
     FILE_STORE_DEFAULT_TTL, FILE_STORE_MAX_TTL, FileStore, default_lease_dir, legacy_lease_dir,
 };
-pub use leased::{LeaseState, LeaseStats, LeasedBuilder, LeasedGenerator, LeasedShardedGenerator};
+pub use leased::{
+    LeaseState, LeaseStats, LeasedBuilder, LeasedGenerator, LeasedShardedGenerator,
+    MAX_OUTAGE_HORIZON,
+};
 pub use range::WorkerRange;
 pub use store::{Claim, LeaseStore, NumberRecord, NumberState};
