@@ -219,7 +219,7 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
     /// How far ahead of each renewal the generator writes its mark, and so how long it goes
     /// on issuing when renewals stop getting through (a store outage): it issues up to the
     /// mark, then refuses with [`Error::LeaseExpired`] until a renewal succeeds. Never below
-    /// the TTL. Default: the store's [`LeaseStore::default_outage_horizon`] (the TTL for
+    /// the TTL, never above [`MAX_OUTAGE_HORIZON`] (a day). Default: the store's [`LeaseStore::default_outage_horizon`] (the TTL for
     /// the file store, whose crashed holders should not block their number for long;
     /// minutes for etcd). The price: a number whose holder crashed stays unusable until its
     /// mark passes, up to a horizon (see `docs/leases.md`).
