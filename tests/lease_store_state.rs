@@ -124,13 +124,14 @@ mod etcd {
             .with_outage_horizon(Duration::from_secs(2))
     }
 
-    /// Once a holder found the store restored, every process is refused (not only the one
-    /// that found it), and so is a plain `init`, which raises no mark; the restore step
-    /// lifts it.
-    #[test]
-    fn a_restore_one_holder_found_is_refused_to_every_process_until_the_restore_step() {
-        let mut server = EtcdServer::start("restore-everyone");
-        let namespace = "/idgen-test/restore-everyone";
+    /// A private etcd, its namespace initialised, a snapshot, then worker 0 taken and marked
+    /// after it, and the snapshot restored under the holder: (server, store, claim, the
+    /// Unix ms the claim's mark was written at).
+    fn held_then_restored(
+        name: &str,
+        namespace: &str,
+    ) -> (EtcdServer, EtcdStore, Box<dyn idgen::lease::Claim>, u64) {
+        let mut server = EtcdServer::start(name);
         let store = connect(&server.endpoint, namespace);
         let an_hour_ago = idgen::SystemClock.now_unix_ms() - 3_600_000;
         store.init(0..=0, 0..=3, an_hour_ago).unwrap();
@@ -139,6 +140,16 @@ mod etcd {
         let now = idgen::SystemClock.now_unix_ms();
         claim.renew(now + 2_000).unwrap();
         server.restore(&snapshot);
+        (server, store, claim, now)
+    }
+
+    /// Once a holder found the store restored, every process is refused (not only the one
+    /// that found it), and so is a plain `init`, which raises no mark; the restore step
+    /// lifts it.
+    #[test]
+    fn a_restore_one_holder_found_is_refused_to_every_process_until_the_restore_step() {
+        let namespace = "/idgen-test/restore-everyone";
+        let (server, _store, mut claim, now) = held_then_restored("restore-everyone", namespace);
         let found = claim.renew(now + 2_001);
         assert!(
             matches!(found, Err(Error::LeaseStoreRestored { .. })),
@@ -167,22 +178,13 @@ mod etcd {
     /// raised marks) instead of waiting for a second run of the step.
     #[test]
     fn a_holder_that_finds_the_restore_after_the_restore_step_takes_a_number_again() {
-        let mut server = EtcdServer::start("restore-step-first");
         let namespace = "/idgen-test/restore-step-first";
-        let store = connect(&server.endpoint, namespace);
-        let an_hour_ago = idgen::SystemClock.now_unix_ms() - 3_600_000;
-        store.init(0..=0, 0..=3, an_hour_ago).unwrap();
-        let snapshot = server.snapshot("before.db");
-        let mut claim = store.acquire(&range("0-0")).unwrap();
-        let now = idgen::SystemClock.now_unix_ms();
-        claim.renew(now + 2_000).unwrap();
-        claim.renew(now + 2_001).unwrap();
-        server.restore(&snapshot);
+        let (server, store, mut claim, now) = held_then_restored("restore-step-first", namespace);
         let before = idgen::SystemClock.now_unix_ms();
         connect(&server.endpoint, namespace)
             .init_after_restore(0..=0, 0..=3, before)
             .unwrap();
-        let found = claim.renew(now + 2_002);
+        let found = claim.renew(now + 2_001);
         assert!(matches!(found, Err(Error::LeaseLost { .. })), "{found:?}");
         let taken = store.acquire(&range("0-3")).unwrap();
         assert!(taken.previous_mark_unix_ms().unwrap() >= before + 2_000);

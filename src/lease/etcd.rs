@@ -290,36 +290,7 @@ impl EtcdStore {
             .collect();
         for (datacenter, worker) in numbers {
             let key = self.mark_key(datacenter, worker);
-            let written = self.run(async {
-                // Raised, never lowered: a holder writing its own mark meanwhile makes the
-                // compare fail, and the mark is read again.
-                loop {
-                    let got = timed(client.get(key.as_str(), None)).await?;
-                    let (current, changed) = match got.kvs().first() {
-                        Some(kv) => (
-                            parse_mark(&String::from_utf8_lossy(kv.value())).ok(),
-                            kv.mod_revision(),
-                        ),
-                        None => (None, 0),
-                    };
-                    if current.is_some_and(|mark| mark >= floor) {
-                        return Ok(false);
-                    }
-                    let unchanged = if changed == 0 {
-                        Compare::version(key.as_str(), CompareOp::Equal, 0)
-                    } else {
-                        Compare::mod_revision(key.as_str(), CompareOp::Equal, changed)
-                    };
-                    let txn = Txn::new().when(vec![unchanged]).and_then(vec![TxnOp::put(
-                        key.as_str(),
-                        floor.to_string(),
-                        None,
-                    )]);
-                    if timed(client.txn(txn)).await?.succeeded() {
-                        return Ok(true);
-                    }
-                }
-            })?;
+            let (_, written) = self.run(raise_key(&mut client, &key, floor))?;
             raised += u64::from(written);
         }
         let store_key = self.store_key();
@@ -490,35 +461,7 @@ impl LeaseStore for EtcdStore {
         let mut client = self.connection.client.clone();
         let key = self.horizon_key();
         let ours = u64::try_from(horizon.as_millis()).unwrap_or(u64::MAX);
-        let largest = self.run(async {
-            // Raised, never lowered: a holder raising it meanwhile makes the compare fail.
-            loop {
-                let got = timed(client.get(key.as_str(), None)).await?;
-                let (recorded, changed) = match got.kvs().first() {
-                    Some(kv) => (
-                        parse_mark(&String::from_utf8_lossy(kv.value())).ok(),
-                        kv.mod_revision(),
-                    ),
-                    None => (None, 0),
-                };
-                if let Some(recorded) = recorded.filter(|&recorded| recorded >= ours) {
-                    return Ok(recorded);
-                }
-                let unchanged = if changed == 0 {
-                    Compare::version(key.as_str(), CompareOp::Equal, 0)
-                } else {
-                    Compare::mod_revision(key.as_str(), CompareOp::Equal, changed)
-                };
-                let txn = Txn::new().when(vec![unchanged]).and_then(vec![TxnOp::put(
-                    key.as_str(),
-                    ours.to_string(),
-                    None,
-                )]);
-                if timed(client.txn(txn)).await?.succeeded() {
-                    return Ok(ours);
-                }
-            }
-        })?;
+        let (largest, _) = self.run(raise_key(&mut client, &key, ours))?;
         Ok(Duration::from_millis(largest))
     }
 
@@ -1319,6 +1262,38 @@ fn namespace_prefix(namespace: &str) -> Result<String, Error> {
 
 /// In the `store` key's value after `init --after-restore`, before the Unix ms it ran at.
 const AFTER_RESTORE: &str = "after-restore ";
+
+/// Raises the decimal value of `key` to at least `floor`, never lowering it: a writer that
+/// raises it meanwhile makes the compare fail, and the value is read again. A value that
+/// does not parse counts as none. The value now, and whether this call wrote it.
+async fn raise_key(client: &mut Client, key: &str, floor: u64) -> Result<(u64, bool), String> {
+    loop {
+        let got = timed(client.get(key, None)).await?;
+        let (current, changed) = match got.kvs().first() {
+            Some(kv) => (
+                parse_mark(&String::from_utf8_lossy(kv.value())).ok(),
+                kv.mod_revision(),
+            ),
+            None => (None, 0),
+        };
+        if let Some(current) = current.filter(|&current| current >= floor) {
+            return Ok((current, false));
+        }
+        let unchanged = if changed == 0 {
+            Compare::version(key, CompareOp::Equal, 0)
+        } else {
+            Compare::mod_revision(key, CompareOp::Equal, changed)
+        };
+        let txn = Txn::new().when(vec![unchanged]).and_then(vec![TxnOp::put(
+            key,
+            floor.to_string(),
+            None,
+        )]);
+        if timed(client.txn(txn)).await?.succeeded() {
+            return Ok((floor, true));
+        }
+    }
+}
 
 /// In the `store` key's value once a holder found the store gone back in time.
 const RESTORE_FOUND: &str = "restore-found ";
