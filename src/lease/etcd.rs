@@ -241,11 +241,7 @@ impl EtcdStore {
             .to_string();
         let mut client = self.connection.client.clone();
         let mut written = 0;
-        let numbers: Vec<(u64, u64)> = datacenters
-            .flat_map(|dc| workers.clone().map(move |worker| (dc, worker)))
-            .collect();
-        for (datacenter, worker) in numbers {
-            let key = self.mark_key(datacenter, worker);
+        for key in self.mark_keys(datacenters, workers) {
             let created = self.run(async {
                 let txn = Txn::new()
                     .when(vec![Compare::version(key.as_str(), CompareOp::Equal, 0)])
@@ -254,16 +250,31 @@ impl EtcdStore {
             })?;
             written += u64::from(created);
         }
+        self.put_store_key("initialised")?;
+        Ok(written)
+    }
+
+    /// The mark keys of every number of `datacenters` × `workers`.
+    fn mark_keys(
+        &self,
+        datacenters: RangeInclusive<u64>,
+        workers: RangeInclusive<u64>,
+    ) -> Vec<String> {
+        datacenters
+            .flat_map(|dc| workers.clone().map(move |worker| (dc, worker)))
+            .map(|(datacenter, worker)| self.mark_key(datacenter, worker))
+            .collect()
+    }
+
+    /// Writes the `store` key, the last step of `init`: `what` happened, and by whom.
+    fn put_store_key(&self, what: &str) -> Result<(), Error> {
+        let mut client = self.connection.client.clone();
         let store_key = self.store_key();
-        let value = format!(
-            "idgen-lease-store v1 initialised by pid {}",
-            std::process::id()
-        );
+        let value = format!("idgen-lease-store v1 {what} by pid {}", std::process::id());
         self.run(async {
             timed(client.put(store_key.as_str(), value, None)).await?;
             Ok(())
-        })?;
-        Ok(written)
+        })
     }
 
     /// The disaster-recovery step after `etcdctl snapshot restore` (`idgen leases init
@@ -285,23 +296,11 @@ impl EtcdStore {
             now_unix_ms.saturating_add(u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX));
         let mut client = self.connection.client.clone();
         let mut raised = 0;
-        let numbers: Vec<(u64, u64)> = datacenters
-            .flat_map(|dc| workers.clone().map(move |worker| (dc, worker)))
-            .collect();
-        for (datacenter, worker) in numbers {
-            let key = self.mark_key(datacenter, worker);
+        for key in self.mark_keys(datacenters, workers) {
             let (_, written) = self.run(raise_key(&mut client, &key, floor))?;
             raised += u64::from(written);
         }
-        let store_key = self.store_key();
-        let value = format!(
-            "idgen-lease-store v1 {AFTER_RESTORE}{now_unix_ms} by pid {}",
-            std::process::id()
-        );
-        self.run(async {
-            timed(client.put(store_key.as_str(), value, None)).await?;
-            Ok(())
-        })?;
+        self.put_store_key(&format!("{AFTER_RESTORE}{now_unix_ms}"))?;
         Ok(raised)
     }
 
