@@ -74,7 +74,11 @@
 //!   negative IDs.
 //! - **One live holder per worker number**, with [`lease::LeasedGenerator`]: it issues only
 //!   while its lease is proven, stops before the lease could pass to another process, and
-//!   starts after the mark its number's previous holder left.
+//!   starts after the mark its number's previous holder left. A lease store serves one
+//!   layout (every width and the epoch): a process with another is refused
+//!   ([`Error::LayoutMismatch`]). A holder that sees its store went back in time (an etcd
+//!   snapshot restore) stops ([`Error::LeaseStoreRestored`]); see [`design::leases`] for
+//!   the restore step that keeps successors past every mark that may have been lost.
 //!
 //! # Clock behaviour
 //!
