@@ -38,14 +38,20 @@ fn namespace(test: &str) -> String {
 
 /// A store with a 2 s TTL on an initialised namespace (`init` is idempotent).
 fn store(endpoints: &str, namespace: &str) -> EtcdStore {
-    let store = EtcdStore::connect(&endpoints.split(',').collect::<Vec<_>>(), namespace)
-        .unwrap()
-        .with_ttl(Duration::from_secs(2))
-        .unwrap();
+    let store = connected(endpoints, namespace);
     // Marks a TTL ahead of an hour ago: already passed, so nothing waits for them.
     let an_hour_ago = idgen::SystemClock.now_unix_ms() - 3_600_000;
     store.init(0..=0, 0..=31, an_hour_ago).unwrap();
     store
+}
+
+/// A store with a 2 s TTL on a namespace as it is (for one initialised already: `init`
+/// writes a mark per number, which many stores at once need not repeat).
+fn connected(endpoints: &str, namespace: &str) -> EtcdStore {
+    EtcdStore::connect(&endpoints.split(',').collect::<Vec<_>>(), namespace)
+        .unwrap()
+        .with_ttl(Duration::from_secs(2))
+        .unwrap()
 }
 
 fn range(text: &str) -> WorkerRange {
@@ -598,7 +604,7 @@ fn a_namespace_serves_one_layout_and_of_racing_processes_exactly_one_records_its
         store(&endpoints, &namespace);
         let stores = layouts
             .iter()
-            .map(|_| Box::new(store(&endpoints, &namespace)) as Box<dyn LeaseStore>)
+            .map(|_| Box::new(connected(&endpoints, &namespace)) as Box<dyn LeaseStore>)
             .collect();
         leases::assert_exactly_one_layout_wins(stores, &layouts);
     }
@@ -610,7 +616,8 @@ fn a_namespace_serves_one_layout_and_of_racing_processes_exactly_one_records_its
         .acquire()
         .unwrap();
     first.next_id().unwrap();
-    let second = LeasedGenerator::builder(store(&endpoints, &namespace), range("1-1")).acquire();
+    let second =
+        LeasedGenerator::builder(connected(&endpoints, &namespace), range("1-1")).acquire();
     match second {
         Err(Error::LayoutMismatch { recorded, ours, .. }) => {
             assert_eq!(recorded, service_layout.to_string());
@@ -720,8 +727,9 @@ fn a_holder_whose_last_mark_a_restore_took_away_stops_even_with_its_key_restored
 fn a_lost_mark_is_inferred_with_the_largest_horizon_a_holder_recorded() {
     let namespace = namespace("horizon");
     let endpoints = endpoints();
-    // Each connected (and so initialised) before the key is deleted.
-    let short = || store(&endpoints, &namespace).with_outage_horizon(Duration::from_secs(2));
+    // Initialised once, before the key is deleted.
+    store(&endpoints, &namespace);
+    let short = || connected(&endpoints, &namespace).with_outage_horizon(Duration::from_secs(2));
     let (for_successor, for_init) = (short(), short());
     let fleet = LeasedGenerator::builder(short(), range("0-0"))
         .outage_horizon(Duration::from_secs(600))
