@@ -449,7 +449,7 @@ impl LeaseStore for EtcdStore {
                 self.prefix.trim_end_matches('/')
             );
         }
-        super::file::check_layout(
+        super::store::check_layout(
             &format!("etcd key {layout_key}"),
             &recorded.unwrap_or_default(),
             layout,
@@ -475,9 +475,8 @@ impl LeaseStore for EtcdStore {
                 .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
         })?;
         text.map(|text| {
-            Layout::from_record(&text).ok_or_else(|| Error::LeaseStore {
-                reason: format!("etcd key {layout_key} is not an idgen layout record"),
-            })
+            Layout::from_record(&text)
+                .ok_or_else(|| super::store::unreadable_layout(&format!("etcd key {layout_key}")))
         })
         .transpose()
     }

@@ -8,6 +8,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::store::{check_layout, unreadable_layout};
 use super::{Claim, LeaseStore, NumberRecord, NumberState, WorkerRange};
 use crate::error::Error;
 use crate::layout::Layout;
@@ -1265,30 +1266,6 @@ impl fmt::Debug for FileClaim {
             .field("previous_mark_unix_ms", &self.previous)
             .field("previous_mark_unknown", &self.unknown)
             .finish()
-    }
-}
-
-/// Whether `recorded` (a store's layout record, found at `place`) is `layout`.
-pub(super) fn check_layout(place: &str, recorded: &str, layout: &Layout) -> Result<(), Error> {
-    match Layout::from_record(recorded) {
-        Some(theirs) if theirs == *layout => Ok(()),
-        Some(theirs) => Err(Error::LayoutMismatch {
-            store: place.to_string(),
-            recorded: theirs.to_string(),
-            ours: layout.to_string(),
-        }),
-        None => Err(unreadable_layout(place)),
-    }
-}
-
-/// A layout record that does not parse: never guessed at, never overwritten.
-fn unreadable_layout(place: &str) -> Error {
-    Error::LeaseStore {
-        reason: format!(
-            "{place} is not an idgen layout record (damaged or edited by hand); restore it, or \
-             write the store's layout there as one line: idgen-layout v1 time=T datacenter=D \
-             worker=W sequence=S epoch=UNIX_MS"
-        ),
     }
 }
 

@@ -218,3 +218,27 @@ pub trait Claim: Send + fmt::Debug {
     /// once.
     fn release(&mut self, mark_unix_ms: u64) -> Result<(), Error>;
 }
+
+/// Whether `recorded` (a store's layout record, found at `place`) is `layout`.
+pub(super) fn check_layout(place: &str, recorded: &str, layout: &Layout) -> Result<(), Error> {
+    match Layout::from_record(recorded) {
+        Some(theirs) if theirs == *layout => Ok(()),
+        Some(theirs) => Err(Error::LayoutMismatch {
+            store: place.to_string(),
+            recorded: theirs.to_string(),
+            ours: layout.to_string(),
+        }),
+        None => Err(unreadable_layout(place)),
+    }
+}
+
+/// A layout record that does not parse: never guessed at, never overwritten.
+pub(super) fn unreadable_layout(place: &str) -> Error {
+    Error::LeaseStore {
+        reason: format!(
+            "{place} is not an idgen layout record (damaged or edited by hand); restore it, or \
+             write the store's layout there as one line: idgen-layout v1 time=T datacenter=D \
+             worker=W sequence=S epoch=UNIX_MS"
+        ),
+    }
+}
