@@ -30,8 +30,8 @@ const LAYOUT: &str = "layout.idgen";
 /// The largest outage horizon any holder used, in decimal milliseconds.
 const HORIZON: &str = "horizon.idgen";
 
-/// The longest layout file read: a record is one short line.
-const MAX_LAYOUT_BYTES: u64 = 4096;
+/// The longest layout or horizon file read: each is one short line.
+const MAX_SMALL_FILE_BYTES: u64 = 4096;
 
 /// Leases worker numbers to the processes of one host through a shared directory.
 ///
@@ -321,7 +321,7 @@ impl FileStore {
         let path = self.dir.join(LAYOUT);
         match fs::symlink_metadata(&path) {
             Ok(metadata) if !metadata.file_type().is_file() => Err(not_a_plain_file(&path)),
-            Ok(metadata) if metadata.len() > MAX_LAYOUT_BYTES => Err(Error::LeaseStore {
+            Ok(metadata) if metadata.len() > MAX_SMALL_FILE_BYTES => Err(Error::LeaseStore {
                 reason: format!("{} is not an idgen layout record", path.display()),
             }),
             Ok(metadata) => {
@@ -582,7 +582,7 @@ impl LeaseStore for FileStore {
                 self.check_writers(&path, &metadata)?;
                 // A damaged record (too long, not text, not a number) counts as none: the
                 // holder's own horizon still applies, and is written over it.
-                let text = (metadata.len() <= MAX_LAYOUT_BYTES)
+                let text = (metadata.len() <= MAX_SMALL_FILE_BYTES)
                     .then(|| fs::read(&path))
                     .transpose()
                     .map_err(|error| io_error(&path, "read", &error))?

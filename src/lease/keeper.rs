@@ -43,11 +43,10 @@ pub(super) fn take_number<C: Clock>(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let nearest = match scan(store, range, clock, infer, holder)? {
+        let (worker, mark) = match scan(store, range, clock, infer, holder)? {
             Scan::Taken(taken) => return Ok(taken),
             Scan::Ahead { worker, mark } => (worker, mark),
         };
-        let (worker, mark) = nearest;
         let wait = wait_ms(clock, Some(mark));
         if wait > millis(timing.startup_wait) {
             return Err(Error::ClockBehindMark { behind_ms: wait });
