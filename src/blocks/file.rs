@@ -318,7 +318,7 @@ impl FileStore {
         sync_dir(&self.dir)
     }
 
-    /// The sequences whose directory holds a record or its copy.
+    /// The sequences whose directory holds a record or a copy of one.
     fn sequences_on_disk(&self) -> Result<Vec<String>, Error> {
         let entries =
             fs::read_dir(&self.dir).map_err(|error| io_error(&self.dir, "list", &error))?;
@@ -328,9 +328,12 @@ impl FileStore {
                 continue;
             };
             let is_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
-            let has_record = ["next", "copy"]
-                .iter()
-                .any(|file| entry.path().join(file).is_file());
+            // A copy is made empty before the first record is written: an empty one alone
+            // is a sequence that never granted anything.
+            let has_record = ["next", "copy"].iter().any(|file| {
+                fs::symlink_metadata(entry.path().join(file))
+                    .is_ok_and(|metadata| metadata.is_file() && metadata.len() > 0)
+            });
             if is_dir && has_record && SequenceName::new(&name).is_ok() {
                 names.push(name);
             }
