@@ -21,7 +21,7 @@ use etcd::EtcdServer;
 
 /// The store flags every process of a test uses: a 2 s TTL and a 2 s horizon, so waits
 /// for marks stay short.
-fn store_args(server: &EtcdServer) -> Vec<String> {
+fn store_flags(server: &EtcdServer) -> Vec<String> {
     [
         "--etcd",
         server.endpoint.as_str(),
@@ -34,6 +34,24 @@ fn store_args(server: &EtcdServer) -> Vec<String> {
     ]
     .map(String::from)
     .to_vec()
+}
+
+/// The store flags and a layout of 16 worker numbers, so that `init` and the restore
+/// step write 16 marks, not 1,024.
+fn store_args(server: &EtcdServer) -> Vec<String> {
+    let mut args = store_flags(server);
+    args.extend(
+        [
+            "--datacenter-bits",
+            "0",
+            "--worker-bits",
+            "4",
+            "--sequence-bits",
+            "18",
+        ]
+        .map(String::from),
+    );
+    args
 }
 
 fn run(args: &[String], extra: &[&str]) -> String {
@@ -139,20 +157,27 @@ fn with_the_restore_step_two_services_never_share_an_id() {
 #[test]
 fn the_restore_step_with_another_layouts_flags_changes_nothing() {
     let server = EtcdServer::start("cli-restore-layout");
-    let args = store_args(&server);
-    let fleet = ["--datacenter-bits", "0", "--worker-bits", "10"];
+    let args = store_flags(&server);
+    let fleet = [
+        "--datacenter-bits",
+        "0",
+        "--worker-bits",
+        "5",
+        "--sequence-bits",
+        "17",
+    ];
     let mut init: Vec<&str> = vec!["leases", "init"];
     init.extend(fleet);
     run(&args, &init);
     let before = etcd_get(&server, "/idgen-restore/store");
-    let mark = etcd_get(&server, "/idgen-restore/dc/0/mark/40");
+    let mark = etcd_get(&server, "/idgen-restore/dc/0/mark/20");
     let mut all: Vec<&str> = vec!["leases", "init", "--after-restore"];
     all.extend(args.iter().map(String::as_str));
     let (status, _, stderr) = idgen(&all);
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("serves the layout"), "{stderr}");
     assert_eq!(etcd_get(&server, "/idgen-restore/store"), before);
-    assert_eq!(etcd_get(&server, "/idgen-restore/dc/0/mark/40"), mark);
+    assert_eq!(etcd_get(&server, "/idgen-restore/dc/0/mark/20"), mark);
 }
 
 /// The value of one key, through etcdctl.
