@@ -15,6 +15,28 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// Waits (bounded) until this process has `path` open `count` times, as
+/// `/proc/self/fd` shows: a grant opens the directory it then waits to lock.
+fn wait_until_open(path: &Path, count: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let open = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+            .filter(|target| target == path)
+            .count();
+        if open >= count {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} open {open} times, not {count}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 fn orders() -> SequenceName {
     SequenceName::new("orders").unwrap()
 }
@@ -182,7 +204,8 @@ fn a_sequence_directory_moved_while_a_grant_waits_is_locked_again() {
         let store = store.clone();
         std::thread::spawn(move || store.grant(&orders(), 10).unwrap())
     };
-    std::thread::sleep(Duration::from_millis(100));
+    // The waiter has opened the directory, so it waits on that one, whatever comes next.
+    wait_until_open(&dir.join("orders"), 2);
     std::fs::rename(dir.join("orders"), dir.join("orders-old")).unwrap();
     std::fs::create_dir(dir.join("orders")).unwrap();
     for file in ["next", "copy"] {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use idgen::lease::{EtcdStore, LeaseState, LeaseStore, LeasedGenerator, WorkerRange};
 use idgen::{Clock, Error, Id, Layout};
-use leases::{ChildSpec, EtcdServer, finish_end_to_end, max_id, temp_dir};
+use leases::{ChildSpec, EtcdServer, finish_end_to_end, max_id, temp_dir, wait_for};
 
 const CHILD: &str = "child_process";
 
@@ -58,6 +58,16 @@ fn range(text: &str) -> WorkerRange {
     WorkerRange::parse(0, text).unwrap()
 }
 
+/// Waits (bounded) until no live holder has `worker` of datacenter 0: its etcd lease ran
+/// out, with nothing renewing it.
+fn wait_until_free(store: &EtcdStore, worker: u64) {
+    let range = range(&format!("{worker}-{worker}"));
+    wait_for(&format!("worker {worker}'s lease to run out"), || {
+        let record = &store.survey(&range).unwrap()[0];
+        record.state != idgen::lease::NumberState::Held
+    });
+}
+
 fn unix_ms_of(id: u64) -> u64 {
     Layout::DEFAULT.decode(Id::try_from(id).unwrap()).unix_ms
 }
@@ -69,7 +79,8 @@ fn unix_ms_of(id: u64) -> u64 {
 fn child_process() {
     let spec = std::env::var(leases::ENV_STORE).unwrap();
     let (endpoints, namespace) = spec.split_once('|').unwrap();
-    leases::child_main(store(endpoints, namespace));
+    // The parent initialised the namespace: one `init` per test, not one per child.
+    leases::child_main(connected(endpoints, namespace));
 }
 
 #[test]
@@ -115,6 +126,7 @@ fn threads_acquiring_from_one_range_get_distinct_numbers_then_the_range_is_full(
 fn a_killed_holder_keeps_its_number_until_the_ttl_ends_then_the_next_issues_above_its_mark() {
     let (endpoints, namespace) = (endpoints(), namespace("killed"));
     let dir = temp_dir("etcd-killed");
+    store(&endpoints, &namespace);
     let child = ChildSpec {
         test_name: CHILD,
         store: format!("{endpoints}|{namespace}"),
@@ -123,9 +135,11 @@ fn a_killed_holder_keeps_its_number_until_the_ttl_ends_then_the_next_issues_abov
         stop_file: dir.join("stop"),
         faketime: None,
         startup_wait: Duration::from_secs(5),
+        horizon: None,
+        expired_is_fatal: true,
     }
     .spawn();
-    thread::sleep(Duration::from_millis(500));
+    child.wait_for_more_ids(1_000);
     let out = child.out.clone();
     child.kill();
     let killed_at = Instant::now();
@@ -139,7 +153,9 @@ fn a_killed_holder_keeps_its_number_until_the_ttl_ends_then_the_next_issues_abov
     let claim = loop {
         match store.acquire(&range("0-0")) {
             Ok(claim) => break claim,
-            Err(Error::LeaseRangeFull { .. }) => thread::sleep(Duration::from_millis(50)),
+            Err(Error::LeaseRangeFull { .. }) if killed_at.elapsed() < Duration::from_secs(30) => {
+                thread::sleep(Duration::from_millis(50))
+            }
             Err(error) => panic!("{error}"),
         }
     };
@@ -224,14 +240,15 @@ fn holders_ride_through_an_etcd_outage_within_the_horizon_and_stop_at_their_mark
             )
         })
         .collect();
-    thread::sleep(Duration::from_secs(1));
-    let issued = |holders: &[Issuer]| -> u64 {
+    let renewals = |holders: &[Issuer]| -> Vec<u64> {
         holders
             .iter()
             .map(|h| h.generator.lease_stats().renewals)
-            .sum()
+            .collect()
     };
-    assert!(issued(&holders) >= 3, "renewals before the outage");
+    wait_for("a renewal by every holder before the outage", || {
+        renewals(&holders).iter().all(|&n| n >= 1)
+    });
 
     server.signal("STOP");
     thread::sleep(Duration::from_secs(20));
@@ -242,17 +259,11 @@ fn holders_ride_through_an_etcd_outage_within_the_horizon_and_stop_at_their_mark
         holder.generator.next_id().unwrap();
     }
     server.signal("CONT");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while holders
-        .iter()
-        .any(|h| h.generator.lease_stats().state != LeaseState::Valid)
-    {
-        assert!(
-            Instant::now() < deadline,
-            "not valid again after the outage"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+    wait_for("every holder valid again after the outage", || {
+        holders
+            .iter()
+            .all(|h| h.generator.lease_stats().state == LeaseState::Valid)
+    });
     println!(
         "20 s outage: {:?}",
         holders
@@ -262,8 +273,14 @@ fn holders_ride_through_an_etcd_outage_within_the_horizon_and_stop_at_their_mark
             .collect::<Vec<_>>()
     );
 
-    // Past the horizon.
-    thread::sleep(Duration::from_secs(1));
+    // Past the horizon, from marks every holder wrote after etcd came back.
+    let since = renewals(&holders);
+    wait_for("a renewal by every holder after the outage", || {
+        renewals(&holders)
+            .iter()
+            .zip(&since)
+            .all(|(now, then)| now > then)
+    });
     let marks: Vec<u64> = holders
         .iter()
         .map(|h| h.generator.lease_stats().mark_unix_ms)
@@ -286,10 +303,12 @@ fn holders_ride_through_an_etcd_outage_within_the_horizon_and_stop_at_their_mark
     let back_unix_ms = idgen::SystemClock.now_unix_ms();
     let mut recovered = Vec::new();
     for holder in &holders {
+        // Bounded: a holder that never issues again fails here. How soon it does is
+        // printed, not asserted (a loaded machine slows it).
         let id = loop {
             match holder.generator.next_id() {
                 Ok(id) => break id,
-                Err(Error::LeaseExpired { .. }) if back_at.elapsed() < Duration::from_secs(10) => {
+                Err(Error::LeaseExpired { .. }) if back_at.elapsed() < Duration::from_secs(60) => {
                     thread::sleep(Duration::from_millis(10))
                 }
                 Err(error) => panic!("never recovered: {error}"),
@@ -298,14 +317,9 @@ fn holders_ride_through_an_etcd_outage_within_the_horizon_and_stop_at_their_mark
         recovered.push(back_at.elapsed());
         assert!(holder.generator.decode(id).unix_ms > stopped_at);
     }
-    let slowest = recovered.iter().max().unwrap();
     println!(
         "outage past the horizon ({} ms): recovered {recovered:?} after etcd returned",
         idgen::SystemClock.now_unix_ms() - stopped_at
-    );
-    assert!(
-        *slowest < Duration::from_secs(2),
-        "recovered after {slowest:?}"
     );
 
     let mut all = Vec::new();
@@ -345,6 +359,7 @@ fn killed_and_restarted_processes_never_issue_a_duplicate() {
     // later, the killed ones, each starting after the mark its previous holder left.
     let (endpoints, namespace) = (endpoints(), namespace("e2e"));
     let dir = temp_dir("e2e-etcd");
+    store(&endpoints, &namespace);
     let stop = dir.join("stop");
     let mut round = 0;
     let mut spec = |faketime: Option<&'static str>| {
@@ -356,7 +371,11 @@ fn killed_and_restarted_processes_never_issue_a_duplicate() {
             out: dir.join(format!("ids-{round}")),
             stop_file: stop.clone(),
             faketime,
-            startup_wait: Duration::from_secs(6),
+            // Four children issuing beside each other (and beside other tests): a
+            // keeper may be starved of the CPU for a while, which a 4 s mark rides out.
+            startup_wait: Duration::from_secs(10),
+            horizon: Some(Duration::from_secs(4)),
+            expired_is_fatal: false,
         }
         .spawn()
     };
@@ -364,14 +383,24 @@ fn killed_and_restarted_processes_never_issue_a_duplicate() {
     let mut files: Vec<_> = running.iter().map(|c| c.out.clone()).collect();
     let mut taken = Vec::new();
     for (kill, faketime) in [(0usize, None), (1, Some("-2s")), (0, None)] {
-        thread::sleep(Duration::from_millis(1_200));
+        // Killed while issuing, a few thousand IDs in.
+        running[kill].wait_for_more_ids(2_000);
         running.remove(kill).kill();
+        // The replacement takes a free number: the spare ones first, then a killed
+        // holder's once its lease has run out.
+        let watcher = connected(&endpoints, &namespace);
+        wait_for("a free number for the replacement", || {
+            watcher
+                .survey(&range("0-5"))
+                .unwrap()
+                .iter()
+                .any(|number| number.state != idgen::lease::NumberState::Held)
+        });
         let replacement = spec(faketime);
         taken.push((replacement.worker, replacement.previous_mark));
         files.push(replacement.out.clone());
         running.push(replacement);
     }
-    thread::sleep(Duration::from_millis(1_500));
     finish_end_to_end("etcd", running, &files, &stop);
     println!("replacements took (worker, previous mark) {taken:?}");
 }
@@ -382,7 +411,8 @@ fn bad_endpoints_namespaces_ttls_and_marks_get_clear_errors() {
     let error = EtcdStore::connect(&["127.0.0.1:1"], "/idgen").unwrap_err();
     assert!(matches!(error, Error::LeaseStore { .. }), "{error:?}");
     assert!(error.to_string().contains("unreachable"), "{error}");
-    assert!(started.elapsed() < Duration::from_secs(10));
+    // A bound on a hang, not a speed: an unreachable endpoint is an error, not a wait.
+    assert!(started.elapsed() < Duration::from_secs(60));
     for bad in ["", "/", "has space", "a//b", "ünï"] {
         let error = EtcdStore::connect(&[endpoints()], bad).unwrap_err();
         assert!(
@@ -459,7 +489,7 @@ fn a_holder_whose_lease_ran_out_never_passes_for_its_successor() {
     let mut a = a_store.acquire(&range("0-0")).unwrap();
     let now = idgen::SystemClock.now_unix_ms();
     a.renew(now + 2_000).unwrap();
-    thread::sleep(Duration::from_millis(3_500)); // no keep-alive: A's lease ends
+    wait_until_free(&a_store, 0); // no keep-alive: A's lease ends
     let b_store = store(&endpoints(), &namespace);
     let mut b = b_store.acquire(&range("0-0")).unwrap();
     assert_eq!(b.worker(), 0);
@@ -524,7 +554,7 @@ fn a_holder_whose_lease_ran_out_takes_its_number_back_when_nobody_touched_it() {
     let mut a = store.acquire(&range("0-0")).unwrap();
     let now = idgen::SystemClock.now_unix_ms();
     a.renew(now + 2_000).unwrap();
-    thread::sleep(Duration::from_millis(3_500)); // no keep-alive: the lease ends
+    wait_until_free(&store, 0); // no keep-alive: the lease ends
     a.renew(now + 5_000).unwrap();
     assert!(matches!(
         store.acquire(&range("0-0")),
@@ -544,7 +574,7 @@ fn a_number_touched_after_the_lease_ran_out_is_lost_not_taken_back() {
     let mut a = store.acquire(&range("0-0")).unwrap();
     let now = idgen::SystemClock.now_unix_ms();
     a.renew(now + 2_000).unwrap();
-    thread::sleep(Duration::from_millis(3_500));
+    wait_until_free(&store, 0);
     let mut b = store.acquire(&range("0-0")).unwrap();
     b.renew(now + 3_000).unwrap();
     b.release(now + 3_000).unwrap();
@@ -564,7 +594,7 @@ fn a_number_only_looked_at_after_the_lease_ran_out_is_still_taken_back() {
     let mut a = a_store.acquire(&range("0-0")).unwrap();
     let now = idgen::SystemClock.now_unix_ms();
     a.renew(now + 60_000).unwrap();
-    thread::sleep(Duration::from_millis(3_500));
+    wait_until_free(&a_store, 0);
     let error = LeasedGenerator::builder(store(&endpoints(), &namespace), range("0-0"))
         .outage_horizon(Duration::from_secs(2))
         .startup_wait(Duration::from_millis(100))

@@ -8,6 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use idgen::lease::{FileStore, LeaseState, LeasedGenerator, WorkerRange};
+use idgen::{Clock, SystemClock};
 use leases::{new_store_dir, wait_for};
 
 fn range(text: &str) -> WorkerRange {
@@ -72,8 +73,12 @@ fn a_sharded_generator_takes_one_number_per_shard_keeps_them_with_one_thread_and
             .all(|s| s.state == LeaseState::Valid)
     );
     sharded.release().unwrap();
-    // Released together: the next three take the same numbers at once.
-    thread::sleep(Duration::from_millis(2));
+    // Released together, with marks at most this millisecond: once it has passed, the next
+    // three take the same numbers at once.
+    let released_at = SystemClock.now_unix_ms();
+    wait_for("the release's millisecond to pass", || {
+        SystemClock.now_unix_ms() > released_at
+    });
     let again = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-2"))
         .acquire_sharded(3)
         .unwrap();

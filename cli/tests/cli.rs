@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::os::unix::process::CommandExt;
+
 use common::{idgen, idgen_with_env, new_lease_dir, temp_dir};
 
 #[test]
@@ -296,35 +298,44 @@ fn numbers_held_by_an_older_idgen_in_the_old_default_block_the_new_default() {
     std::fs::create_dir_all(&old).unwrap();
     let record = old.join("dc0-worker0.lease");
     std::fs::write(&record, b"").unwrap();
-    // An older idgen holding worker 0 there: a process with the record locked (flock).
+    // An older idgen holding worker 0 there: a process with the record locked (flock), in
+    // a process group of its own, so that the test can end it and its child together.
     let mut holder = std::process::Command::new("flock")
         .arg("--close") // the lock stays with flock itself, and goes when it is killed
         .arg(&record)
-        .args(["sleep", "30"])
+        .args(["sleep", "300"])
+        .process_group(0)
         .spawn()
         .expect("flock (util-linux) is needed");
     let env = [
         ("XDG_STATE_HOME", state.as_path()),
         ("TMPDIR", home.as_path()),
     ];
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    // Refused once flock holds the lock.
+    let deadline = std::time::Instant::now() + common::PATIENCE;
     let stderr = loop {
         let (status, _, stderr) = idgen_with_env(&["next"], &env);
         if !status.success() {
             break stderr;
         }
         assert!(std::time::Instant::now() < deadline, "never refused");
+        std::thread::sleep(std::time::Duration::from_millis(20));
     };
     assert!(
         stderr.contains("an older idgen still holds worker numbers"),
         "{stderr}"
     );
     assert!(stderr.contains("dc0-worker0.lease"), "{stderr}");
-    holder.kill().unwrap();
+    let group = format!("-{}", holder.id());
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", "--", &group])
+        .status()
+        .unwrap();
+    assert!(killed.success());
     holder.wait().unwrap();
     // Once the old holder is gone (its forked child may hold the lock a moment longer, until
-    // it closes the descriptor), the new default is usable.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    // it is killed too), the new default is usable.
+    let deadline = std::time::Instant::now() + common::PATIENCE;
     loop {
         let (status, _, stderr) = idgen_with_env(&["next"], &env);
         if status.success() {

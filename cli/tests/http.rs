@@ -525,34 +525,34 @@ fn sigterm_finishes_and_releases_the_worker_number() {
 #[test]
 fn requests_in_flight_at_sigterm_complete_then_the_number_is_freed() {
     let dir = new_lease_dir("in-flight");
-    // 16 IDs per millisecond: a batch of 8,000 needs at least 500 ms of the clock, and four
-    // of them sharing the generator about two seconds.
-    let layout = ["--time-bits", "49", "--sequence-bits", "4"];
-    let mut args = vec!["--workers", "5-5"];
+    // 8 IDs per millisecond: a batch of 8,000 needs at least a second of the clock, and four
+    // of them sharing the generator about four. The grace period is far longer than that.
+    let layout = ["--time-bits", "50", "--sequence-bits", "3"];
+    let mut args = vec!["--workers", "5-5", "--shutdown-grace", "60"];
     args.extend(layout);
     let service = Service::start(&dir, &args);
-    let (batches, sigterm_unix_ms) = thread::scope(|s| {
-        let requests: Vec<_> = (0..4)
-            .map(|_| s.spawn(|| service.get("/v1/ids?count=8000")))
-            .collect();
-        thread::sleep(std::time::Duration::from_millis(300));
-        let sigterm_unix_ms = unix_ms_now();
-        common::signal(service.child.id(), "TERM");
-        let batches: Vec<Vec<u64>> = requests
-            .into_iter()
-            .map(|request| request.join().unwrap().ids())
-            .collect();
-        (batches, sigterm_unix_ms)
-    });
+    let requests: Vec<common::Sent> = (0..4)
+        .map(|_| service.send("GET", "/v1/ids?count=8000", &[], b""))
+        .collect();
+    // In flight: the service has read each request (none is left in the listen queue,
+    // which a shutdown closes unanswered), and none can be finished yet.
+    let clients: Vec<_> = requests.iter().map(common::Sent::local_addr).collect();
+    service.wait_until_read("the four requests", &clients);
+    let sigterm_unix_ms = unix_ms_now();
+    common::signal(service.child.id(), "TERM");
+    let batches: Vec<Vec<u64>> = requests
+        .into_iter()
+        .map(|request| request.reply().ids())
+        .collect();
     let epoch_unix_ms = 1_704_067_200_000;
-    let unix_ms = |id: u64| (id >> 14) + epoch_unix_ms;
+    let unix_ms = |id: u64| (id >> 13) + epoch_unix_ms;
     for ids in &batches {
         assert_eq!(ids.len(), 8000);
         assert!(ids.windows(2).all(|w| w[0] < w[1]));
-        // Begun before the signal and finished after it: in flight when it arrived.
+        // Read before the signal, finished after it: in flight when it arrived.
         let (first, last) = (unix_ms(ids[0]), unix_ms(ids[7999]));
         assert!(
-            first < sigterm_unix_ms && sigterm_unix_ms < last,
+            sigterm_unix_ms < last,
             "batch from {first} to {last}, SIGTERM at {sigterm_unix_ms}"
         );
     }
@@ -609,7 +609,7 @@ fn a_lost_lease_gives_503_with_the_reason_until_a_number_is_held_again() {
     // The lease directory disappears (an operator's rm -rf): the next renewal finds the
     // record gone, the number counts as lost, and no new one can be taken.
     std::fs::remove_dir_all(&leases).unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + common::PATIENCE;
     let refused = loop {
         let reply = service.get("/v1/ids?count=1");
         if reply.status == 503 {
@@ -647,7 +647,7 @@ fn a_lost_lease_gives_503_with_the_reason_until_a_number_is_held_again() {
         )
     };
     let before = failures();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let deadline = std::time::Instant::now() + common::PATIENCE;
     while failures() < before + 2 {
         assert!(std::time::Instant::now() < deadline, "no new attempt");
         thread::sleep(std::time::Duration::from_millis(20));
@@ -663,7 +663,7 @@ fn a_lost_lease_gives_503_with_the_reason_until_a_number_is_held_again() {
         stdout.contains("initialised the lease directory"),
         "{stdout}"
     );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let deadline = std::time::Instant::now() + common::PATIENCE;
     while service.get("/healthz").status != 200 {
         assert!(std::time::Instant::now() < deadline, "never recovered");
         thread::sleep(std::time::Duration::from_millis(20));
@@ -695,30 +695,69 @@ fn start_under_faketime(lease_dir: &std::path::Path, offset_file: &std::path::Pa
     )
 }
 
-/// Asks for IDs for `how_long` and returns how far each batch's newest ID is dated from
-/// this (unfaked) process's wall clock, in ms. With `lease_may_lapse`, a 503 for a lease
-/// that is not valid (its ceiling was passed by a clock that jumped ahead, until the next
-/// renewal) is skipped; any other failure fails the test.
-fn id_ages_for(
+/// One `count=10` request: when it was sent and answered (this process's wall clock, which
+/// is not faked) and the date of its newest ID, all in Unix ms.
+#[derive(Debug)]
+struct Sample {
+    sent: i64,
+    dated: i64,
+    answered: i64,
+}
+
+impl Sample {
+    /// How far the ID's date, less `shift`, lies outside the time of its request (0 within):
+    /// the time the request took is no part of it.
+    fn off_by(&self, shift: i64) -> i64 {
+        let dated = self.dated - shift;
+        if dated < self.sent {
+            dated - self.sent
+        } else {
+            (dated - self.answered).max(0)
+        }
+    }
+
+    /// Dated within a second of the time of its request, `shift` taken off.
+    fn on_time(&self, shift: i64) -> bool {
+        self.off_by(shift).abs() < 1_000
+    }
+}
+
+/// Asks for IDs, a request every 5 ms or so, until `enough` says the samples so far are
+/// enough (at most [`common::PATIENCE`]; `what` names the wait). With `lease_may_lapse`, a
+/// 503 for a lease that is not valid (its ceiling was passed by a clock that jumped ahead,
+/// until the next renewal) is skipped; any other failure fails the test.
+fn sample_until(
     service: &Service,
-    how_long: std::time::Duration,
+    what: &str,
     lease_may_lapse: bool,
-) -> Vec<i64> {
+    mut enough: impl FnMut(&[Sample]) -> bool,
+) -> Vec<Sample> {
     const EPOCH_UNIX_MS: i64 = 1_704_067_200_000;
-    let deadline = std::time::Instant::now() + how_long;
-    let mut ages = Vec::new();
-    while std::time::Instant::now() < deadline {
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    let mut samples = Vec::new();
+    while !enough(&samples) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}: {samples:?}\n{}",
+            service.log()
+        );
+        let sent = unix_ms_now() as i64;
         let reply = service.get("/v1/ids?count=10");
+        let answered = unix_ms_now() as i64;
         if lease_may_lapse && reply.status == 503 {
             assert!(reply.error().contains("not valid"), "{reply:?}");
             continue;
         }
         let ids = reply.ids();
         let dated = (*ids.last().unwrap() >> 22) as i64 + EPOCH_UNIX_MS;
-        ages.push(dated - unix_ms_now() as i64);
+        samples.push(Sample {
+            sent,
+            dated,
+            answered,
+        });
         thread::sleep(std::time::Duration::from_millis(5));
     }
-    ages
+    samples
 }
 
 #[test]
@@ -727,33 +766,50 @@ fn a_wall_clock_spike_is_never_followed_and_a_lasting_step_is() {
     let offset = dir.join("offset");
     std::fs::write(&offset, "+0").unwrap();
     let service = start_under_faketime(&dir.join("leases"), &offset);
-    let within_a_second = |ages: &[i64]| ages.iter().all(|age| age.abs() < 1_000);
-    let before = id_ages_for(&service, std::time::Duration::from_millis(300), false);
-    assert!(within_a_second(&before), "{before:?}");
-    // The wall clock a day ahead for 0.6 s, then put right.
+    let on_time = |samples: &[Sample]| samples.iter().all(|sample| sample.on_time(0));
+    let before = sample_until(&service, "20 samples", false, |s| s.len() >= 20);
+    assert!(on_time(&before), "{before:?}");
+    // The wall clock a day ahead until the service has seen it (and 20 requests more),
+    // then put right, long before the two seconds a step must last to be followed.
     std::fs::write(&offset, "+1d").unwrap();
-    let during = id_ages_for(&service, std::time::Duration::from_millis(600), false);
+    let seen = "ahead of the monotonic clock; following it only if it stays ahead";
+    let mut seen_at = None;
+    let during = sample_until(&service, "the service to see the spike", false, |s| {
+        if seen_at.is_none() && service.log().contains(seen) {
+            seen_at = Some(s.len());
+        }
+        seen_at.is_some_and(|at| s.len() >= at + 20)
+    });
     std::fs::write(&offset, "+0").unwrap();
-    let after = id_ages_for(&service, std::time::Duration::from_millis(1_500), false);
-    assert!(within_a_second(&during), "followed the spike: {during:?}");
+    let gone = "forward step went away after";
+    let mut gone_at = None;
+    let after = sample_until(&service, "the service to see the spike end", false, |s| {
+        if gone_at.is_none() && service.log().contains(gone) {
+            gone_at = Some(s.len());
+        }
+        gone_at.is_some_and(|at| s.len() >= at + 20)
+    });
+    assert!(on_time(&during), "followed the spike: {during:?}");
+    assert!(on_time(&after), "dated ahead after the spike: {after:?}");
     assert!(
-        within_a_second(&after),
-        "dated ahead after the spike: {after:?}"
+        service.wait_for_log(gone).contains("it was not followed"),
+        "{}",
+        service.log()
     );
     // A step of 30 s that lasts (a resumed VM, a real correction) is followed once it has
-    // lasted two seconds.
+    // lasted two seconds: never by an ID answered before two seconds after the step.
+    let stepped = unix_ms_now() as i64;
     std::fs::write(&offset, "+30").unwrap();
-    let lasting = id_ages_for(&service, std::time::Duration::from_millis(3_500), true);
-    let followed = lasting
+    let lasting = sample_until(&service, "the step to be followed", true, |s| {
+        s.last().is_some_and(|sample| sample.on_time(30_000))
+    });
+    let too_soon: Vec<&Sample> = lasting
         .iter()
-        .filter(|age| (29_000..31_000).contains(*age))
-        .count();
-    assert!(followed > 0, "never followed: {lasting:?}");
+        .filter(|sample| sample.answered < stepped + 2_000 && !sample.on_time(0))
+        .collect();
     assert!(
-        lasting[..lasting.len() / 2]
-            .iter()
-            .all(|age| age.abs() < 1_000),
-        "followed before it lasted: {lasting:?}"
+        too_soon.is_empty(),
+        "followed before it lasted (stepped at {stepped}): {too_soon:?}"
     );
 }
 
@@ -796,16 +852,22 @@ fn batches_that_wait_for_the_clock_never_hold_up_other_requests() {
     // one of them finished; made elsewhere, other requests are answered meanwhile.
     let dir = new_lease_dir("blocking");
     let service = Service::start(&dir, &["--time-bits", "52", "--sequence-bits", "1"]);
+    let requests: Vec<common::Sent> = (0..3)
+        .map(|_| service.send("GET", "/v1/ids?count=1000", &[], b""))
+        .collect();
+    let clients: Vec<_> = requests.iter().map(common::Sent::local_addr).collect();
     let (probes_done, first_batch_done) = thread::scope(|s| {
-        let batches: Vec<_> = (0..3)
-            .map(|_| {
-                s.spawn(|| {
-                    assert_eq!(service.get("/v1/ids?count=1000").ids().len(), 1000);
+        let batches: Vec<_> = requests
+            .into_iter()
+            .map(|request| {
+                s.spawn(move || {
+                    assert_eq!(request.reply().ids().len(), 1000);
                     std::time::Instant::now()
                 })
             })
             .collect();
-        thread::sleep(std::time::Duration::from_millis(100));
+        // All three batches open: the service has read every request.
+        service.wait_until_read("the three batch requests", &clients);
         for _ in 0..5 {
             assert_eq!(service.get("/healthz").status, 200);
         }
@@ -824,12 +886,12 @@ fn batches_that_wait_for_the_clock_never_hold_up_other_requests() {
     );
 }
 
-/// Opens a connection and sends the start of a request, never the end.
-fn stall(service: &Service, partial: &[u8]) -> std::net::TcpStream {
-    use std::io::Write;
-    let mut stream = std::net::TcpStream::connect(service.address).unwrap();
-    stream.write_all(partial).unwrap();
-    stream
+/// Opens a connection and sends the start of a request, never the end; returns once the
+/// service has read it.
+fn stall(service: &Service, partial: &[u8]) -> common::Sent {
+    let stalled = service.send_raw(partial);
+    service.wait_until_read("the start of the stalled request", &[stalled.local_addr()]);
+    stalled
 }
 
 #[test]
@@ -838,11 +900,15 @@ fn a_stalled_client_cannot_hold_up_shutdown_and_a_second_signal_stops_at_once() 
     let dir = new_lease_dir("stalled");
     let service = Service::start(&dir, &["--workers", "3-3", "--shutdown-grace", "1"]);
     let _stalled = stall(&service, b"GET /v1/ids?count=1 HTTP/1.1\r\nHost: x\r\n");
-    thread::sleep(std::time::Duration::from_millis(100));
     let started = std::time::Instant::now();
-    let status = service.terminate();
-    assert!(status.success(), "{status}");
+    let (status, log) = service.terminate_with_log();
+    assert!(status.success(), "{status}: {log}");
     println!("stopped {:?} after SIGTERM", started.elapsed());
+    // The stalled request held the shutdown until the grace period ended it.
+    assert!(
+        log.contains("open requests did not finish within 1 s; stopping anyway"),
+        "{log}"
+    );
     let (status, _, stderr) = idgen(&[
         "next",
         "--lease-dir",
@@ -852,36 +918,41 @@ fn a_stalled_client_cannot_hold_up_shutdown_and_a_second_signal_stops_at_once() 
     ]);
     assert!(status.success(), "released: {stderr}");
 
-    // A second signal: no waiting for the (default, 10 s) grace period.
-    let service = Service::start(&dir, &["--workers", "3-3"]);
+    // A second signal: no waiting for the (default, 10 s) grace period, nor for the 5 s
+    // after which the stalled body would be answered 408.
+    let mut service = Service::start(&dir, &["--workers", "3-3"]);
     let _stalled = stall(&service, b"POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"co");
-    thread::sleep(std::time::Duration::from_millis(100));
     let started = std::time::Instant::now();
     common::signal(service.child.id(), "TERM");
-    thread::sleep(std::time::Duration::from_millis(300));
-    common::signal(service.child.id(), "TERM");
-    let status = service.wait_for_exit();
-    assert!(status.success(), "{status}");
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
+    service.wait_for_log("shutting down: finishing open requests");
+    // The service listens for the second signal a moment after it logged the first; one
+    // that comes before is not seen, so the second is sent again until the service ends.
+    common::wait_until(
+        "the service to stop on a second signal",
+        common::PATIENCE,
+        || {
+            common::signal(service.child.id(), "TERM");
+            common::within(std::time::Duration::from_millis(100), || {
+                service.exited().is_some()
+            })
+        },
     );
+    let (status, log) = service.wait_for_exit_with_log();
+    assert!(status.success(), "{status}: {log}");
+    println!("stopped {:?} after the first SIGTERM", started.elapsed());
+    assert!(log.contains("second signal; stopping now"), "{log}");
+    assert!(!log.contains("did not finish within"), "{log}");
 }
 
 #[test]
 fn a_body_that_never_arrives_is_answered_408() {
     let dir = new_lease_dir("slow-body");
     let service = Service::start(&dir, &[]);
-    let mut stream = stall(&service, b"POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{\"co");
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
-        .unwrap();
-    let mut reply = String::new();
-    use std::io::Read;
-    let _ = stream.read_to_string(&mut reply);
-    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
-    assert!(reply.contains("did not arrive"), "{reply}");
+    let reply = service
+        .send_raw(b"POST /v1/ids HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{\"co")
+        .reply();
+    assert_eq!(reply.status, 408, "{reply:?}");
+    assert!(reply.error().contains("did not arrive"), "{reply:?}");
 }
 
 #[test]

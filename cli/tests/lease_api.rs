@@ -6,8 +6,7 @@ mod common;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::{Reply, Service, new_lease_dir, temp_dir};
 use serde_json::Value;
@@ -92,21 +91,23 @@ fn a_lease_renews_releases_and_then_is_gone() {
         "idgen_lease_api_leases 1"
     );
 
-    thread::sleep(Duration::from_millis(20));
-    let renewed = call(
-        &service,
-        "POST",
-        &format!("/v1/generators/{lease_id}/renew"),
-        Some(TOKEN),
-        "",
-    );
-    assert_eq!(renewed.status, 200, "{renewed:?}");
-    let renewed = renewed.json();
-    assert_eq!(renewed["worker"], terms["worker"]);
-    assert!(
-        renewed["validUntilMs"].as_u64().unwrap() > valid_until,
-        "{renewed}"
-    );
+    // Renewed, for the same number, to a later end: once the clock has moved on from the
+    // millisecond of the lease (renewals within it keep the end it had, never an earlier).
+    common::wait_until("a renewal to a later end", common::PATIENCE, || {
+        let renewed = call(
+            &service,
+            "POST",
+            &format!("/v1/generators/{lease_id}/renew"),
+            Some(TOKEN),
+            "",
+        );
+        assert_eq!(renewed.status, 200, "{renewed:?}");
+        let renewed = renewed.json();
+        assert_eq!(renewed["worker"], terms["worker"]);
+        let until = renewed["validUntilMs"].as_u64().unwrap();
+        assert!(until >= valid_until, "{renewed}");
+        until > valid_until
+    });
 
     let released = call(
         &service,
@@ -125,7 +126,6 @@ fn a_lease_renews_releases_and_then_is_gone() {
         assert!(reply.error().contains("released"), "{reply:?}");
     }
     // The number is free again: the next lease gets it.
-    thread::sleep(Duration::from_millis(5));
     let again = lease(&service, "billing-7f9c").json();
     assert_eq!(again["worker"], terms["worker"]);
 }
@@ -393,22 +393,35 @@ fn a_node_client_issues_on_a_leased_number_stops_at_its_terms_and_never_collides
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("node (Node.js 18 or later) is needed for the lease client test");
-    let collect = |service: &Service, for_how_long: Duration| {
+    // The service's IDs, `count=500` at a time, until `done`.
+    let collect = |service: &Service, what: &str, done: &mut dyn FnMut(usize) -> bool| {
         let mut ids = Vec::new();
-        let deadline = Instant::now() + for_how_long;
-        while Instant::now() < deadline {
+        let deadline = Instant::now() + common::PATIENCE;
+        for requests in 0.. {
+            if done(requests) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
             let reply = service.get("/v1/ids?count=500");
             assert_eq!(reply.status, 200, "{reply:?}");
             ids.extend(reply.ids());
         }
         ids
     };
-    let mut service_ids = collect(&first, Duration::from_millis(2_500));
+    // Until the client has renewed: the service has answered its second renewal, which the
+    // client asks for only once it has counted the first.
+    let mut service_ids = collect(&first, "two renewals by the client", &mut |_| {
+        renewals_answered(&first) >= 2
+    });
     common::signal(first.child.id(), "KILL");
     let killed_at = unix_ms();
     drop(first);
     let second = Service::start(&dir, &flags);
-    service_ids.extend(collect(&second, Duration::from_millis(1_500)));
+    // Until the client has stopped, and at least 10 requests.
+    let mut client = client;
+    service_ids.extend(collect(&second, "the client to stop", &mut |requests| {
+        requests >= 10 && client.try_wait().unwrap().is_some()
+    }));
 
     let output = client.wait_with_output().unwrap();
     assert!(
@@ -453,6 +466,17 @@ fn a_node_client_issues_on_a_leased_number_stops_at_its_terms_and_never_collides
         node_ids.len()
     );
     assert_eq!(shared, 0);
+}
+
+/// The lease API's renewals `service` has answered.
+fn renewals_answered(service: &Service) -> u64 {
+    let series = "idgen_http_request_duration_seconds_count{endpoint=\"/v1/generators/{leaseId}/renew\",method=\"POST\"} ";
+    service
+        .get("/metrics")
+        .body
+        .lines()
+        .find_map(|line| line.strip_prefix(series))
+        .map_or(0, |count| count.parse().unwrap())
 }
 
 #[test]

@@ -35,11 +35,13 @@ fn json_lines_tell_the_start_the_lease_each_request_a_late_renewal_and_the_stop(
     assert_eq!(service.get("/v1/ids?count=3&kind=snowflake").ids().len(), 3);
     assert_eq!(service.get("/nowhere").status, 404);
     // Stopped for longer than the renewal interval (1 s with the file store's 3 s TTL) plus
-    // half of it: the renewal that falls due meanwhile is late by 0.6 s at least.
+    // half of it: the renewal that falls due meanwhile is late by 0.6 s at least. (The
+    // sleep is the stop itself: a stopped process does nothing to wait for.)
     signal(service.child.id(), "STOP");
     std::thread::sleep(Duration::from_millis(1_600));
     signal(service.child.id(), "CONT");
-    std::thread::sleep(Duration::from_millis(300));
+    // That renewal, once the service runs again.
+    service.wait_for_log("ms late");
     let (status, log) = service.terminate_with_log();
     assert!(status.success(), "{log}");
 

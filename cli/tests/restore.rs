@@ -14,9 +14,9 @@ mod etcd;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::{Service, idgen};
+use common::{PATIENCE, Service, idgen, wait_until};
 use etcd::EtcdServer;
 
 /// The store flags every process of a test uses: a 2 s TTL and a 2 s horizon, so waits
@@ -68,16 +68,6 @@ fn serve(args: &[String], workers: &str) -> Service {
     Service::start_with(&all)
 }
 
-/// Waits (at most `limit`) until `done`; how long it took.
-fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < limit, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(20));
-    }
-    started.elapsed()
-}
-
 fn renewal_failures(service: &Service) -> u64 {
     let metrics = service.get("/metrics").body;
     metrics
@@ -123,19 +113,18 @@ fn with_the_restore_step_two_services_never_share_an_id() {
     let stop = AtomicBool::new(false);
     let second = std::sync::OnceLock::new();
     let ((a, _), (b, _)) = thread::scope(|scope| {
+        let _stop = common::SetOnDrop(&[&stop]);
         let a = scope.spawn(|| collect(&first, &stop));
         let second: &Service = second.get_or_init(|| serve(&args, "0-1"));
         let b = scope.spawn(|| collect(second, &stop));
-        wait_until("the second service's IDs", Duration::from_secs(20), || {
+        wait_until("the second service's IDs", PATIENCE, || {
             second.get("/healthz").status == 200
         });
         // Both have had a chance at their next renewals.
         let failures = renewal_failures(&first);
-        wait_until(
-            "the first service's next renewal",
-            Duration::from_secs(20),
-            || renewal_failures(&first) > failures || first.get("/healthz").status == 200,
-        );
+        wait_until("the first service's next renewal", PATIENCE, || {
+            renewal_failures(&first) > failures || first.get("/healthz").status == 200
+        });
         stop.store(true, Ordering::SeqCst);
         (a.join().unwrap(), b.join().unwrap())
     });
@@ -145,11 +134,9 @@ fn with_the_restore_step_two_services_never_share_an_id() {
     assert_eq!(shared, 0, "{shared} IDs issued by both");
     // The first service, stopped or not by the restore, issues again: on the other number
     // once its raised mark passed (the step needs running once, whatever the order).
-    wait_until(
-        "the first service to issue again",
-        Duration::from_secs(20),
-        || first.get("/healthz").status == 200,
-    );
+    wait_until("the first service to issue again", PATIENCE, || {
+        first.get("/healthz").status == 200
+    });
 }
 
 /// The restore step with another layout's flags would raise the marks of some numbers
@@ -210,7 +197,7 @@ fn without_the_restore_step_the_holder_stops_and_every_process_is_refused_until_
     let (status, stdout, stderr) = next("0-0");
     let refused = stderr.contains("went back in time");
     assert!(status.success() || refused, "{stdout}{stderr}");
-    wait_until("the first service to stop", Duration::from_secs(20), || {
+    wait_until("the first service to stop", PATIENCE, || {
         first.get("/v1/ids?count=1").status == 503
     });
     println!(
@@ -231,21 +218,17 @@ fn without_the_restore_step_the_holder_stops_and_every_process_is_refused_until_
         "{stderr}"
     );
     let failures = renewal_failures(&first);
-    wait_until(
-        "three attempts at a number",
-        Duration::from_secs(20),
-        || renewal_failures(&first) >= failures + 3,
-    );
+    wait_until("three attempts at a number", PATIENCE, || {
+        renewal_failures(&first) >= failures + 3
+    });
     assert_eq!(first.get("/healthz").status, 503);
     assert_eq!(first.get("/v1/ids?count=1").status, 503);
     // The restore step ends it: the first service takes a number once its raised mark
     // passed, and so does a new process.
     run(&args, &["leases", "init", "--after-restore"]);
-    wait_until(
-        "the first service to take a number again",
-        Duration::from_secs(20),
-        || first.get("/healthz").status == 200,
-    );
+    wait_until("the first service to take a number again", PATIENCE, || {
+        first.get("/healthz").status == 200
+    });
     let (status, _, stderr) = next("0-1");
     assert!(status.success(), "{stderr}");
     let (_, log) = first.terminate_with_log();

@@ -171,7 +171,16 @@ fn postgres_behind_the_same_endpoint_and_the_end_of_the_range_is_a_409() {
     let url = std::env::var("IDGEN_POSTGRES_URL").expect(
         "IDGEN_POSTGRES_URL is not set: run the tests through .ci/test, which starts PostgreSQL",
     );
-    let name = format!("cli-pg-{}", std::process::id());
+    // Names of their own in the shared table: pids come round again on a busy host.
+    let unique = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    );
+    let name = format!("cli-pg-{unique}");
     let pg_service = |test: &str| {
         let lease_dir = new_lease_dir(test);
         Service::start_with(&[
@@ -195,7 +204,7 @@ fn postgres_behind_the_same_endpoint_and_the_end_of_the_range_is_a_409() {
     drop(service);
     // The end of the range.
     let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    let end_name = format!("cli-pg-end-{}", std::process::id());
+    let end_name = format!("cli-pg-end-{unique}");
     client
         .execute(
             "INSERT INTO idgen_sequences (name, last_value, serial, block_size) \

@@ -12,15 +12,17 @@ use std::time::{Duration, Instant};
 
 use common::{Service, idgen, new_lease_dir};
 
-/// Both services answer `count=1000` requests for `for_how_long`; every ID either issued
-/// must be issued by one only. A 503 (a service between numbers) is allowed and counted;
-/// any other failure is not.
+/// Both services answer `count=1000` requests for `for_how_long`, and after that until each
+/// has answered more than 10,000 IDs (at most [`common::PATIENCE`] more); every ID either
+/// issued must be issued by one only. A 503 (a service between numbers) is allowed and
+/// counted; any other failure is not.
 fn assert_never_share_an_id(first: &Service, second: &Service, for_how_long: Duration) {
     let collect = |service: &Service| {
         let mut ids = Vec::new();
         let mut refused = 0;
         let deadline = Instant::now() + for_how_long;
-        while Instant::now() < deadline {
+        let limit = deadline + common::PATIENCE;
+        while Instant::now() < deadline || (ids.len() <= 10_000 && Instant::now() < limit) {
             let reply = service.get("/v1/ids?count=1000");
             match reply.status {
                 200 => ids.extend(reply.ids()),
@@ -52,6 +54,23 @@ fn assert_never_share_an_id(first: &Service, second: &Service, for_how_long: Dur
     assert_eq!(shared, 0, "IDs issued by both services");
 }
 
+/// Tampers with `first`'s store (`tamper`), then starts a second service on it with `args`,
+/// while `first` is stopped (SIGSTOP): live, its number held (its locks, its lease), but
+/// unable to find the tampering at a renewal and give the number up, which would free it
+/// for the second however soon that one started. `first` goes on once the second is up.
+fn tamper_and_start_beside(
+    first: &Service,
+    tamper: impl FnOnce(),
+    dir: &Path,
+    args: &[&str],
+) -> Service {
+    common::signal(first.child.id(), "STOP");
+    tamper();
+    let second = Service::start(dir, args);
+    common::signal(first.child.id(), "CONT");
+    second
+}
+
 fn record(dir: &Path) -> std::path::PathBuf {
     dir.join("dc0-worker0.lease")
 }
@@ -61,8 +80,12 @@ fn a_deleted_record_under_a_live_holder_never_hands_its_number_to_a_second_proce
     let dir = new_lease_dir("tamper-delete");
     let first = Service::start(&dir, &["--workers", "0-1"]);
     assert_eq!(first.worker, 0);
-    std::fs::remove_file(record(&dir)).unwrap();
-    let second = Service::start(&dir, &["--workers", "0-1"]);
+    let second = tamper_and_start_beside(
+        &first,
+        || std::fs::remove_file(record(&dir)).unwrap(),
+        &dir,
+        &["--workers", "0-1"],
+    );
     assert_eq!(second.worker, 1, "worker 0 is still held by a live process");
     assert_never_share_an_id(&first, &second, Duration::from_millis(1_500));
 }
@@ -74,7 +97,7 @@ fn a_replaced_or_recreated_record_under_a_live_holder_never_hands_its_number_ove
         let first = Service::start(&dir, &["--workers", "0-1"]);
         assert_eq!(first.worker, 0);
         let path = record(&dir);
-        match tamper {
+        let tampering = || match tamper {
             // An editor's save: a new file with the same bytes moved over the old one.
             "copy-over" => {
                 let copy = dir.join("copy");
@@ -85,8 +108,8 @@ fn a_replaced_or_recreated_record_under_a_live_holder_never_hands_its_number_ove
                 std::fs::remove_file(&path).unwrap();
                 std::fs::write(&path, b"").unwrap();
             }
-        }
-        let second = Service::start(&dir, &["--workers", "0-1"]);
+        };
+        let second = tamper_and_start_beside(&first, tampering, &dir, &["--workers", "0-1"]);
         assert_eq!(
             second.worker, 1,
             "{tamper}: worker 0 is held by a live process"
@@ -100,9 +123,13 @@ fn a_lease_directory_deleted_whole_under_a_live_holder_never_hands_its_number_ov
     let dir = new_lease_dir("tamper-rm-rf");
     let first = Service::start(&dir, &["--workers", "0-1"]);
     assert_eq!(first.worker, 0);
-    std::fs::remove_dir_all(&dir).unwrap();
     // The next process creates a brand-new store at the same path.
-    let second = Service::start(&dir, &["--workers", "0-1"]);
+    let second = tamper_and_start_beside(
+        &first,
+        || std::fs::remove_dir_all(&dir).unwrap(),
+        &dir,
+        &["--workers", "0-1"],
+    );
     assert_eq!(second.worker, 1, "worker 0 is still held by a live process");
     assert_never_share_an_id(&first, &second, Duration::from_millis(1_500));
 }
@@ -161,7 +188,12 @@ mod etcd {
     #[test]
     fn a_wiped_namespace_is_refused_until_initialised_and_never_hands_a_live_number_over() {
         let endpoints = endpoints();
-        let namespace = format!("/idgen-cli-test/wipe-{}", std::process::id());
+        // Its own, never initialised: pids come round again on a busy host.
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        let namespace = format!("/idgen-cli-test/wipe-{}-{unix_ms}", std::process::id());
         let etcd = [
             "--etcd",
             endpoints.as_str(),

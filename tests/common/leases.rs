@@ -4,22 +4,35 @@
 #![allow(dead_code)] // the file-store tests use no etcd server
 
 use std::fs::{self, OpenOptions};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use idgen::Generator;
 use idgen::lease::{LeaseStore, LeasedGenerator, WorkerRange};
 
-/// Polls `done` every 5 ms for up to 10 s; fails the test naming `what` if it never holds.
-pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+/// Polls `done` every 5 ms for up to 30 s; fails the test naming `what` if it never holds.
+pub fn wait_for(what: &str, done: impl FnMut() -> bool) {
+    wait_for_within(Duration::from_secs(30), what, done);
+}
+
+/// [`wait_for`] with a bound of the caller's.
+pub fn wait_for_within(bound: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + bound;
     while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {bound:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// How long a child gets to start, or to stop once told, beyond any wait it was given: a
+/// bound on a hang, not a speed the test expects.
+const CHILD_BOUND: Duration = Duration::from_secs(60);
 
 /// Environment variables a child reads (set by [`ChildSpec::spawn`]).
 pub const ENV_STORE: &str = "IDGEN_TEST_CHILD_STORE";
@@ -27,6 +40,8 @@ const ENV_OUT: &str = "IDGEN_TEST_CHILD_OUT";
 const ENV_RANGE: &str = "IDGEN_TEST_CHILD_RANGE";
 const ENV_STOP: &str = "IDGEN_TEST_CHILD_STOP";
 const ENV_STARTUP_WAIT_MS: &str = "IDGEN_TEST_CHILD_STARTUP_WAIT_MS";
+const ENV_HORIZON_MS: &str = "IDGEN_TEST_CHILD_HORIZON_MS";
+const ENV_EXPIRED_IS_FATAL: &str = "IDGEN_TEST_CHILD_EXPIRED_IS_FATAL";
 
 /// A fresh, empty directory under the system temp dir.
 pub fn temp_dir(name: &str) -> PathBuf {
@@ -55,6 +70,14 @@ pub struct ChildSpec<'a> {
     /// Run under `faketime -f <offset>` with the monotonic clock left alone.
     pub faketime: Option<&'a str>,
     pub startup_wait: Duration,
+    /// How far ahead the child writes its marks: how long its keeper may be starved of the
+    /// CPU before it stops issuing, and how long its successor may wait. `None`: the TTL.
+    pub horizon: Option<Duration>,
+    /// Whether a refusal with `LeaseExpired` fails the child: where the test's point is
+    /// that a holder is valid at once and stays so. Elsewhere it is a holder doing its job
+    /// (a renewal held up, by a disk whose fsync stalls under load, past the mark): the
+    /// child waits and tries again, and the test checks what it is about.
+    pub expired_is_fatal: bool,
 }
 
 /// A running child, and the worker number it reported holding.
@@ -63,7 +86,24 @@ pub struct RunningChild {
     pub worker: u64,
     pub previous_mark: Option<u64>,
     pub out: PathBuf,
-    stdout: BufReader<ChildStdout>,
+    /// The child's stdout, a line at a time, from a reader thread (so every wait on it is
+    /// bounded); closed when the child exits.
+    lines: Receiver<String>,
+}
+
+/// Reads `child`'s stdout on a thread of its own and sends each line.
+fn stdout_lines(child: &mut Child) -> Receiver<String> {
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (send, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            let Ok(line) = line else { break };
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
 }
 
 impl ChildSpec<'_> {
@@ -99,19 +139,37 @@ impl ChildSpec<'_> {
                 ENV_STARTUP_WAIT_MS,
                 self.startup_wait.as_millis().to_string(),
             )
+            .env(ENV_EXPIRED_IS_FATAL, self.expired_is_fatal.to_string())
+            .env(
+                ENV_HORIZON_MS,
+                self.horizon
+                    .map_or(0, |horizon| horizon.as_millis())
+                    .to_string(),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         let mut child = command.spawn().unwrap_or_else(|error| {
             panic!("cannot start the child process (is faketime installed?): {error}")
         });
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
+        let lines = stdout_lines(&mut child);
+        let deadline = Instant::now() + self.startup_wait + CHILD_BOUND;
         loop {
-            line.clear();
-            if stdout.read_line(&mut line).unwrap() == 0 {
-                let status = child.wait();
-                panic!("the child exited ({status:?}) before it held a worker number");
-            }
+            let line = match lines.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(line) => line,
+                Err(RecvTimeoutError::Disconnected) => {
+                    let status = child.wait();
+                    panic!("the child exited ({status:?}) before it held a worker number");
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "the child held no worker number within {:?}",
+                        self.startup_wait + CHILD_BOUND
+                    );
+                }
+            };
             // libtest prints "test child_process ... " without a newline before it.
             if let Some((_, rest)) = line.trim().split_once("HELD ") {
                 let mut fields = rest.split(' ');
@@ -125,7 +183,7 @@ impl ChildSpec<'_> {
                     worker,
                     previous_mark,
                     out: self.out.clone(),
-                    stdout,
+                    lines,
                 };
             }
         }
@@ -137,27 +195,66 @@ impl RunningChild {
     /// (it stops only when told to, so that was a failure).
     pub fn kill(mut self) {
         if let Some(status) = self.child.try_wait().unwrap() {
-            let mut rest = String::new();
-            let _ = self.stdout.read_to_string(&mut rest);
-            panic!("the child exited ({status}) before it was killed: {rest}");
+            let rest: Vec<String> = self.lines.try_iter().collect();
+            panic!("the child exited ({status}) before it was killed: {rest:?}");
         }
         self.child.kill().unwrap();
         self.child.wait().unwrap();
     }
 
-    /// Waits for the child to exit on its own (after the stop file appears) and returns the
-    /// count of IDs it reported writing.
+    /// How many whole IDs the child has written so far.
+    pub fn written(&self) -> usize {
+        fs::metadata(&self.out).map_or(0, |meta| meta.len() as usize / 8)
+    }
+
+    /// Waits (bounded) until the child has written `more` IDs beyond what it had now: it
+    /// is issuing, whatever the machine's load.
+    pub fn wait_for_more_ids(&self, more: usize) {
+        let target = self.written() + more;
+        wait_for_within(
+            CHILD_BOUND,
+            &format!("{more} more IDs from the child"),
+            || self.written() >= target,
+        );
+    }
+
+    /// Waits (bounded) for the child to exit on its own (after the stop file appears) and
+    /// returns the count of IDs it reported writing.
     pub fn finish(mut self) -> u64 {
-        let mut rest = String::new();
-        self.stdout.read_to_string(&mut rest).unwrap();
+        let deadline = Instant::now() + CHILD_BOUND;
+        let mut rest = Vec::new();
+        loop {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(line) => rest.push(line),
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    panic!("the child did not stop within {CHILD_BOUND:?}: {rest:?}");
+                }
+            }
+        }
         let status = self.child.wait().unwrap();
-        assert!(status.success(), "child exited with {status}: {rest}");
-        rest.lines()
+        assert!(status.success(), "child exited with {status}: {rest:?}");
+        rest.iter()
             .find_map(|line| Some(line.split_once("DONE ")?.1))
-            .unwrap_or_else(|| panic!("the child did not report: {rest}"))
+            .unwrap_or_else(|| panic!("the child did not report: {rest:?}"))
             .trim()
             .parse()
             .unwrap()
+    }
+}
+
+/// A test that fails midway leaves no child issuing behind it (and holding its output).
+impl Drop for RunningChild {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
     }
 }
 
@@ -169,9 +266,18 @@ pub fn child_main(store: impl LeaseStore + 'static) {
     let out_path = PathBuf::from(std::env::var(ENV_OUT).unwrap());
     let stop = PathBuf::from(std::env::var(ENV_STOP).unwrap());
     let startup_wait: u64 = std::env::var(ENV_STARTUP_WAIT_MS).unwrap().parse().unwrap();
-    // Marks a TTL ahead, as before outage horizons: a killed holder's number is free again
-    // after a TTL, which keeps these runs short. (The horizon has tests of its own.)
-    let horizon = store.ttl();
+    // Marks a TTL ahead unless told otherwise, as before outage horizons: a killed holder's
+    // number is free again after a TTL, which keeps these runs short. (The horizon has
+    // tests of its own.)
+    let horizon_ms: u64 = std::env::var(ENV_HORIZON_MS).unwrap().parse().unwrap();
+    let expired_is_fatal: bool = std::env::var(ENV_EXPIRED_IS_FATAL)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let horizon = match horizon_ms {
+        0 => store.ttl(),
+        ms => Duration::from_millis(ms),
+    };
     let generator = LeasedGenerator::builder(store, range)
         .generator(Generator::builder())
         .outage_horizon(horizon)
@@ -209,9 +315,16 @@ pub fn child_main(store: impl LeaseStore + 'static) {
                 out.write_all(&buffer).unwrap();
                 written += ids.len() as u64;
             }
-            // No error is expected, LeaseExpired included: a holder that just took its
-            // number over is valid at once, and renewals keep it so.
-            Err(error) => panic!("child: {error}"),
+            Err(idgen::Error::LeaseExpired { .. }) if !expired_is_fatal => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // No other error is expected: a holder that just took its number over is valid
+            // at once, and renewals keep it so.
+            Err(error) => panic!(
+                "child: {error} (at {} ms; {:?})",
+                idgen::Clock::now_unix_ms(&idgen::SystemClock),
+                generator.lease_stats()
+            ),
         }
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -219,14 +332,28 @@ pub fn child_main(store: impl LeaseStore + 'static) {
     writeln!(stdout, "DONE {written}").unwrap();
 }
 
-/// Ends an end-to-end run: tells the children to stop, waits for them, and checks the
-/// union of every ID written (by the killed ones too) for duplicates. Returns the count.
+/// Enough IDs, across every process of an end-to-end run, for its duplicate check to mean
+/// something.
+const END_TO_END_IDS: usize = 50_000;
+
+/// Ends an end-to-end run: waits (bounded) until the files hold [`END_TO_END_IDS`] and
+/// every running child has issued since its start, tells the children to stop, waits for
+/// them, and checks the union of every ID written (by the killed ones too) for
+/// duplicates. Returns the count.
 pub fn finish_end_to_end(
     label: &str,
     running: Vec<RunningChild>,
     files: &[PathBuf],
     stop: &Path,
 ) -> usize {
+    for child in &running {
+        wait_for_within(CHILD_BOUND, "every running child to issue", || {
+            child.written() > 0
+        });
+    }
+    wait_for_within(CHILD_BOUND, &format!("{END_TO_END_IDS} IDs"), || {
+        read_ids(files).len() > END_TO_END_IDS
+    });
     fs::write(stop, b"").unwrap();
     let reported: u64 = running.into_iter().map(RunningChild::finish).sum();
     let ids = read_ids(files);
@@ -236,11 +363,7 @@ pub fn finish_end_to_end(
         files.len()
     );
     assert!(ids.len() as u64 >= reported);
-    assert!(
-        ids.len() > 50_000,
-        "too few IDs to mean anything: {}",
-        ids.len()
-    );
+    assert!(ids.len() > END_TO_END_IDS, "{} IDs", ids.len());
     assert_no_duplicates(&ids);
     ids.len()
 }

@@ -1,15 +1,72 @@
 //! Starts the real `idgen` binary and talks HTTP/1.1 to it over a plain TCP socket, so a
 //! test controls every byte (bad content types, oversized bodies, malformed JSON).
+//!
+//! Every wait here is for the event itself (a line printed, a request read, a process
+//! ended), with a bound far above what it takes on a loaded machine: the bound only keeps a
+//! broken test from hanging, and its panic says what never happened.
 
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread;
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_idgen");
+
+/// The bound of a wait for something the other side does in a moment (a line logged, a
+/// request read, a state reached).
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The bound of a whole `idgen` run, and of a service's start (which may wait for marks).
+pub const PROCESS_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Sets each of its flags when dropped. Threads of a scope that run until a flag is set stop
+/// even when the code that was to set it panics, instead of the scope waiting for them for
+/// ever.
+pub struct SetOnDrop<'a>(pub &'a [&'a AtomicBool]);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        for flag in self.0 {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Whether `done` holds within `limit` (checked every 10 ms), for a test that acts again
+/// when it does not.
+pub fn within(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits until `done` (checked every 10 ms) and returns how long that took; after `limit`,
+/// fails the test naming `what`.
+pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    started.elapsed()
+}
 
 /// A fresh, empty directory under the system temp dir.
 pub fn temp_dir(name: &str) -> PathBuf {
@@ -52,19 +109,89 @@ pub fn idgen_with_env(args: &[&str], env: &[(&str, &Path)]) -> (ExitStatus, Stri
     for (name, value) in env {
         command.env(name, value);
     }
-    let output = command.args(args).output().unwrap();
+    let (status, stdout, stderr) = run(command.args(args), &format!("idgen {args:?}"));
     (
-        output.status,
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8(output.stderr).unwrap(),
+        status,
+        String::from_utf8(stdout).unwrap(),
+        String::from_utf8(stderr).unwrap(),
     )
 }
 
-/// The ID `idgen next` with `args` prints, retried for at most 10 s while its range is full
-/// (a number held for a moment by another process on the host: default-directory numbers
-/// are host-wide); any other failure fails the test.
+/// Runs `command` (`what`, for messages) to completion, stdin closed: its exit status,
+/// stdout and stderr. Killed, and the test failed with what it wrote, if it has not ended
+/// within [`PROCESS_PATIENCE`].
+pub fn run(command: &mut Command, what: &str) -> (ExitStatus, Vec<u8>, Vec<u8>) {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot start {what}: {error}"));
+    let (sender, outputs) = mpsc::channel();
+    let pipes: [(usize, Box<dyn Read + Send>); 2] = [
+        (0, Box::new(child.stdout.take().unwrap())),
+        (1, Box::new(child.stderr.take().unwrap())),
+    ];
+    for (which, mut pipe) in pipes {
+        let sender = sender.clone();
+        thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let read = pipe.read_to_end(&mut bytes).map(|_| bytes);
+            let _ = sender.send((which, read));
+        });
+    }
+    drop(sender);
+    // Both pipes reach their end when the process ends (nothing it starts inherits them).
+    let deadline = Instant::now() + PROCESS_PATIENCE;
+    let mut written = [Vec::new(), Vec::new()];
+    let mut open = 2;
+    while open > 0 {
+        match outputs.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok((which, read)) => {
+                written[which] =
+                    read.unwrap_or_else(|error| panic!("reading what {what} wrote: {error}"));
+                open -= 1;
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                for (which, read) in outputs.iter().take(open) {
+                    written[which] = read.unwrap_or_else(|error| error.to_string().into());
+                }
+                panic!(
+                    "{what} did not end within {PROCESS_PATIENCE:?}; it wrote:\n{}{}",
+                    String::from_utf8_lossy(&written[0]),
+                    String::from_utf8_lossy(&written[1])
+                );
+            }
+        }
+    }
+    let status = exit_status(&mut child, what);
+    let [stdout, stderr] = written;
+    (status, stdout, stderr)
+}
+
+/// Waits (at most [`PATIENCE`]) for `child` to exit.
+fn exit_status(child: &mut Child, what: &str) -> ExitStatus {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not exit within {PATIENCE:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The ID `idgen next` with `args` prints, retried (at most [`PATIENCE`]) while its range
+/// is full (a number held for a moment by another process on the host: default-directory
+/// numbers are host-wide); any other failure fails the test.
 pub fn next_id_once_free(args: &[&str], env: &[(&str, &Path)]) -> u64 {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + PATIENCE;
     loop {
         let (status, stdout, stderr) = idgen_with_env(args, env);
         if status.success() {
@@ -81,8 +208,10 @@ pub struct Service {
     pub child: Child,
     pub address: SocketAddr,
     pub worker: u64,
-    /// Everything the service writes to stderr, once it has exited.
-    log: Option<std::thread::JoinHandle<String>>,
+    /// Everything the service has written to stderr so far (its log), read as it comes.
+    log: Arc<Mutex<String>>,
+    /// The thread reading it: it ends when the service's stderr closes.
+    log_reader: Option<thread::JoinHandle<()>>,
 }
 
 impl Service {
@@ -109,41 +238,117 @@ impl Service {
         )
     }
 
-    /// Starts `command`, an `idgen serve` that listens on a port it prints.
+    /// Starts `command`, an `idgen serve` that listens on a port it prints, and waits (at
+    /// most [`PROCESS_PATIENCE`]: a start may wait for marks) for that first line.
     pub fn start_in(command: &mut Command) -> Service {
         let mut child = command
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // Drained all along (a full pipe would block the service), kept for a failed start.
-        let stderr = child.stderr.take().unwrap();
-        let errors = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = BufReader::new(stderr).read_to_string(&mut text);
-            text
+        // Both pipes drained all along (a full pipe would block the service).
+        let log = Arc::new(Mutex::new(String::new()));
+        let log_reader = {
+            let (log, stderr) = (Arc::clone(&log), child.stderr.take().unwrap());
+            thread::spawn(move || {
+                let mut stderr = BufReader::new(stderr);
+                let mut line = Vec::new();
+                loop {
+                    let text = match stderr.read_until(b'\n', &mut line) {
+                        Ok(0) => break,
+                        Ok(_) => String::from_utf8_lossy(&line).into_owned(),
+                        Err(error) => format!("(the test could read no more of it: {error})\n"),
+                    };
+                    log.lock().unwrap().push_str(&text);
+                    line.clear();
+                }
+            })
+        };
+        let (sender, lines) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).split(b'\n') {
+                // Only the first is awaited; the rest are read and dropped.
+                let (line, failed) = match line {
+                    Ok(line) => (String::from_utf8_lossy(&line).into_owned(), false),
+                    Err(error) => (format!("(the test could read no more: {error})"), true),
+                };
+                let _ = sender.send(line);
+                if failed {
+                    break;
+                }
+            }
         });
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let mut service = Service {
+            child,
+            address: SocketAddr::from(([127, 0, 0, 1], 0)),
+            worker: 0,
+            log,
+            log_reader: Some(log_reader),
+        };
+        let line = match lines.recv_timeout(PROCESS_PATIENCE) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = service.child.kill();
+                let status = service.child.wait();
+                panic!(
+                    "the service printed nothing within {PROCESS_PATIENCE:?} (killed: {status:?}); \
+                     it logged:\n{}",
+                    service.full_log()
+                );
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = exit_status(&mut service.child, "the service");
+                panic!(
+                    "the service ended ({status}) without listening; it logged:\n{}",
+                    service.full_log()
+                );
+            }
+        };
         // "idgen: listening on http://127.0.0.1:PORT as worker W of datacenter D"
         let Some(rest) = line.strip_prefix("idgen: listening on http://") else {
-            let status = child.wait();
-            let errors = errors.join().unwrap_or_default();
+            let _ = service.child.kill();
+            let status = service.child.wait();
             panic!(
-                "unexpected first line: {line:?}; the service ended ({status:?}) saying:\n{errors}"
+                "unexpected first line: {line:?}; the service ended ({status:?}) saying:\n{}",
+                service.full_log()
             );
         };
         let mut words = rest.split_whitespace();
-        let address = words.next().unwrap().parse().unwrap();
-        let worker = words.nth(2).unwrap().parse().unwrap();
-        Service {
-            child,
-            address,
-            worker,
-            log: Some(errors),
+        service.address = words.next().unwrap().parse().unwrap();
+        service.worker = words.nth(2).unwrap().parse().unwrap();
+        service
+    }
+
+    /// What the service has logged (written to stderr) so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Waits (at most [`PATIENCE`]) until the service has logged a line containing `text`,
+    /// and returns that line.
+    pub fn wait_for_log(&self, text: &str) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(line) = self.log().lines().find(|line| line.contains(text)) {
+                return line.to_string();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the service logged no {text:?} within {PATIENCE:?}:\n{}",
+                self.log()
+            );
+            thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// The whole log, once the service has ended (its stderr closed).
+    fn full_log(&mut self) -> String {
+        if let Some(reader) = self.log_reader.take() {
+            reader.join().unwrap();
+        }
+        self.log()
     }
 
     pub fn get(&self, path: &str) -> Reply {
@@ -166,10 +371,11 @@ impl Service {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Reply {
-        let mut stream = TcpStream::connect(self.address).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
+        self.send(method, path, headers, body).reply()
+    }
+
+    /// Sends a request on a connection of its own, and leaves the reply to be read.
+    pub fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Sent {
         let mut head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: {}\r\n",
             self.address,
@@ -179,22 +385,50 @@ impl Service {
             head += &format!("{name}: {value}\r\n");
         }
         head += "\r\n";
-        stream.write_all(head.as_bytes()).unwrap();
+        let sent = self.send_raw(head.as_bytes());
         // A server may answer (413) before reading all of a large body and close: a failed
         // write is fine as long as a whole response comes back.
-        let _ = stream.write_all(body);
-        let mut raw = Vec::new();
-        let read = stream.read_to_end(&mut raw);
-        let reply = Reply::parse(&raw);
-        if let Err(error) = read {
-            // A reset right after a complete response (unread request bytes) is the only
-            // read error accepted.
-            assert!(
-                reply.is_complete(&raw),
-                "reading the response failed ({error}) after {raw:?}"
-            );
+        let _ = (&sent.stream).write_all(body);
+        sent
+    }
+
+    /// Opens a connection and sends `bytes` on it, whether or not they make a whole request.
+    pub fn send_raw(&self, bytes: &[u8]) -> Sent {
+        let mut stream = TcpStream::connect(self.address).unwrap();
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        stream.set_write_timeout(Some(PATIENCE)).unwrap();
+        stream.write_all(bytes).unwrap();
+        Sent {
+            stream,
+            log: Arc::clone(&self.log),
         }
-        reply
+    }
+
+    /// Whether the service has read every byte sent so far on the connection `client` (the
+    /// client's end, [`Sent::local_addr`]): the service's kernel has acknowledged them all,
+    /// and none is left unread in the service's socket, so the service itself has taken
+    /// the connection from its listen queue and read them. From `/proc/net/tcp` (Linux).
+    pub fn has_read(&self, client: SocketAddr) -> bool {
+        // The client's end first: once its bytes are acknowledged, a socket without unread
+        // bytes, read after, is one whose bytes were read.
+        let acknowledged = tcp_sockets()
+            .iter()
+            .any(|s| s.local == client && s.remote == self.address && s.tx_queue == 0);
+        acknowledged
+            && tcp_sockets().iter().any(|s| {
+                s.local == self.address
+                    && s.remote == client
+                    && s.rx_queue == 0
+                    && [ESTABLISHED, CLOSE_WAIT].contains(&s.state)
+            })
+    }
+
+    /// Waits (at most [`PATIENCE`]) until the service has read everything sent on each of
+    /// `clients` ([`Service::has_read`]); `what` names them for the message.
+    pub fn wait_until_read(&self, what: &str, clients: &[SocketAddr]) {
+        wait_until(&format!("the service to read {what}"), PATIENCE, || {
+            clients.iter().all(|client| self.has_read(*client))
+        });
     }
 
     /// Sends SIGTERM and waits for the exit.
@@ -203,29 +437,40 @@ impl Service {
         self.wait_for_exit()
     }
 
-    /// Waits (at most 10 s) for the process to exit on its own.
-    pub fn wait_for_exit(mut self) -> ExitStatus {
-        self.exit_status()
+    /// Waits (at most [`PATIENCE`]) for the process to exit on its own.
+    pub fn wait_for_exit(self) -> ExitStatus {
+        self.wait_for_exit_with_log().0
     }
 
     /// Sends SIGTERM, waits for the exit, and returns it with all the service wrote to
     /// stderr.
-    pub fn terminate_with_log(mut self) -> (ExitStatus, String) {
+    pub fn terminate_with_log(self) -> (ExitStatus, String) {
         signal(self.child.id(), "TERM");
-        let status = self.exit_status();
-        let log = self.log.take().unwrap().join().unwrap();
+        self.wait_for_exit_with_log()
+    }
+
+    /// Waits (at most [`PATIENCE`]) for the process to exit on its own; the exit status and
+    /// all the service wrote to stderr.
+    pub fn wait_for_exit_with_log(mut self) -> (ExitStatus, String) {
+        let deadline = Instant::now() + PATIENCE;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the service did not exit within {PATIENCE:?}; it logged:\n{}",
+                self.log()
+            );
+            thread::sleep(Duration::from_millis(10));
+        };
+        let log = self.full_log();
         (status, log)
     }
 
-    fn exit_status(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "did not exit within 10 s");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+    /// The exit status, if the process has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().unwrap()
     }
 }
 
@@ -234,6 +479,84 @@ impl Drop for Service {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A request sent by [`Service::send`], its reply still to be read.
+#[derive(Debug)]
+pub struct Sent {
+    stream: TcpStream,
+    /// The service's log, for a reply that never comes.
+    log: Arc<Mutex<String>>,
+}
+
+impl Sent {
+    /// The client's end of the connection.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.stream.local_addr().unwrap()
+    }
+
+    /// Reads the reply (at most [`PATIENCE`]); fails the test if none comes whole, with
+    /// what the service logged.
+    pub fn reply(mut self) -> Reply {
+        let mut raw = Vec::new();
+        let read = self.stream.read_to_end(&mut raw);
+        let reply = Reply::parse(&raw);
+        match (read, reply) {
+            (Ok(_), Some(reply)) => reply,
+            // A reset right after a complete response (unread request bytes) is the only
+            // read error accepted.
+            (Err(_), Some(reply)) if reply.is_complete(&raw) => reply,
+            (read, _) => panic!(
+                "no whole response ({}) after {:?}; the service logged:\n{}",
+                read.err()
+                    .map_or("the connection was closed".into(), |e| e.to_string()),
+                String::from_utf8_lossy(&raw),
+                self.log.lock().unwrap()
+            ),
+        }
+    }
+}
+
+const ESTABLISHED: u8 = 0x01;
+const CLOSE_WAIT: u8 = 0x08;
+
+/// An IPv4 TCP socket of this host, as `/proc/net/tcp` lists it.
+struct TcpSocket {
+    local: SocketAddr,
+    remote: SocketAddr,
+    state: u8,
+    /// Bytes sent and not yet acknowledged (an established socket).
+    tx_queue: u64,
+    /// Bytes received and not yet read.
+    rx_queue: u64,
+}
+
+fn tcp_sockets() -> Vec<TcpSocket> {
+    let table = std::fs::read_to_string("/proc/net/tcp")
+        .expect("/proc/net/tcp (Linux) tells whether the service has read a request");
+    // "0100007F:1F90" is 127.0.0.1:8080: the address as the kernel holds it (network
+    // order, printed as a host-order number), the port as a number.
+    let address = |text: &str| -> SocketAddr {
+        let (ip, port) = text.split_once(':').unwrap();
+        let ip = u32::from_str_radix(ip, 16).unwrap().to_ne_bytes();
+        let port = u16::from_str_radix(port, 16).unwrap();
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::from(ip), port))
+    };
+    table
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (tx, rx) = fields[4].split_once(':').unwrap();
+            TcpSocket {
+                local: address(fields[1]),
+                remote: address(fields[2]),
+                state: u8::from_str_radix(fields[3], 16).unwrap(),
+                tx_queue: u64::from_str_radix(tx, 16).unwrap(),
+                rx_queue: u64::from_str_radix(rx, 16).unwrap(),
+            }
+        })
+        .collect()
 }
 
 /// Debian's libfaketime, to preload into a child (in the child itself, so that killing the
@@ -267,12 +590,11 @@ pub struct Reply {
 }
 
 impl Reply {
-    fn parse(raw: &[u8]) -> Reply {
+    /// The response in `raw`, if it holds a status line and headers.
+    fn parse(raw: &[u8]) -> Option<Reply> {
         let text = String::from_utf8_lossy(raw);
-        let (head, body) = text
-            .split_once("\r\n\r\n")
-            .unwrap_or_else(|| panic!("no response: {text:?}"));
-        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        let status = head.split(' ').nth(1)?.parse().ok()?;
         let content_type = head
             .lines()
             .find_map(|line| {
@@ -281,12 +603,12 @@ impl Reply {
                     .then(|| value.trim().to_string())
             })
             .unwrap_or_default();
-        Reply {
+        Some(Reply {
             status,
             content_type,
             body: body.to_string(),
             head: head.to_string(),
-        }
+        })
     }
 
     /// The value of the header `name`, if the response has it.
