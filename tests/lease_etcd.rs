@@ -381,11 +381,13 @@ fn killed_and_restarted_processes_never_issue_a_duplicate() {
     };
     let mut running: Vec<_> = (0..4).map(|_| spec(None)).collect();
     let mut files: Vec<_> = running.iter().map(|c| c.out.clone()).collect();
-    let mut taken = Vec::new();
+    let (mut taken, mut killed) = (Vec::new(), Vec::new());
     for (kill, faketime) in [(0usize, None), (1, Some("-2s")), (0, None)] {
         // Killed while issuing, a few thousand IDs in.
         running[kill].wait_for_more_ids(2_000);
-        running.remove(kill).kill();
+        let victim = running.remove(kill);
+        killed.push(victim.worker);
+        victim.kill();
         // The replacement takes a free number: the spare ones first, then a killed
         // holder's once its lease has run out.
         let watcher = connected(&endpoints, &namespace);
@@ -402,7 +404,20 @@ fn killed_and_restarted_processes_never_issue_a_duplicate() {
         running.push(replacement);
     }
     finish_end_to_end("etcd", running, &files, &stop);
-    println!("replacements took (worker, previous mark) {taken:?}");
+    println!("replacements took (worker, previous mark) {taken:?}; killed {killed:?}");
+    // The spares went to the first two; the last took a killed holder's number, and issued
+    // only after the mark that holder left.
+    let (worker, mark) = *taken.last().unwrap();
+    assert!(killed.contains(&worker), "{taken:?} {killed:?}");
+    let first = leases::read_ids(&files[files.len() - 1..])
+        .into_iter()
+        .map(unix_ms_of)
+        .min()
+        .unwrap();
+    assert!(
+        first > mark.unwrap(),
+        "issued at {first}, the mark was {mark:?}"
+    );
 }
 
 #[test]

@@ -96,7 +96,9 @@ fn a_released_number_is_free_at_once_and_its_successor_starts_above_it() {
         idgen::SystemClock.now_unix_ms() > first_decode(last)
     });
 
+    // No startup wait allowed: had the successor anything to wait for, it would fail.
     let second = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-0"))
+        .startup_wait(Duration::ZERO)
         .acquire()
         .unwrap();
     assert_eq!(
@@ -550,7 +552,9 @@ fn a_free_number_whose_mark_has_passed_is_taken_before_a_lower_one_still_ahead()
             .unwrap();
         claim.release(mark).unwrap();
     }
+    // No startup wait allowed: taking number 0 would have to wait for its mark.
     let generator = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-1"))
+        .startup_wait(Duration::ZERO)
         .acquire()
         .unwrap();
     assert_eq!(generator.worker(), 1, "took the number that needs no wait");

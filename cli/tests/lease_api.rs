@@ -393,6 +393,8 @@ fn a_node_client_issues_on_a_leased_number_stops_at_its_terms_and_never_collides
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("node (Node.js 18 or later) is needed for the lease client test");
+    // Killed if the test fails before it ends on its own.
+    let mut client = KillOnDrop(Some(client));
     // The service's IDs, `count=500` at a time, until `done`.
     let collect = |service: &Service, what: &str, done: &mut dyn FnMut(usize) -> bool| {
         let mut ids = Vec::new();
@@ -418,12 +420,11 @@ fn a_node_client_issues_on_a_leased_number_stops_at_its_terms_and_never_collides
     drop(first);
     let second = Service::start(&dir, &flags);
     // Until the client has stopped, and at least 10 requests.
-    let mut client = client;
     service_ids.extend(collect(&second, "the client to stop", &mut |requests| {
-        requests >= 10 && client.try_wait().unwrap().is_some()
+        requests >= 10 && client.0.as_mut().unwrap().try_wait().unwrap().is_some()
     }));
 
-    let output = client.wait_with_output().unwrap();
+    let output = client.0.take().unwrap().wait_with_output().unwrap();
     assert!(
         output.status.success(),
         "{}",
@@ -564,4 +565,16 @@ fn the_fleet_view_lists_every_number_with_its_holder_mark_and_anomalies() {
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no lease directory"), "{stderr}");
     assert!(!none.exists());
+}
+
+/// A child process killed when dropped (unless taken out first).
+struct KillOnDrop(Option<std::process::Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }

@@ -37,11 +37,14 @@ fn json_lines_tell_the_start_the_lease_each_request_a_late_renewal_and_the_stop(
     // Stopped for longer than the renewal interval (1 s with the file store's 3 s TTL) plus
     // half of it: the renewal that falls due meanwhile is late by 0.6 s at least. (The
     // sleep is the stop itself: a stopped process does nothing to wait for.)
+    let late_before = service.log().matches("ms late").count();
     signal(service.child.id(), "STOP");
     std::thread::sleep(Duration::from_millis(1_600));
     signal(service.child.id(), "CONT");
-    // That renewal, once the service runs again.
-    service.wait_for_log("ms late");
+    // That renewal, once the service runs again (one more than any before the stop).
+    common::wait_until("the late renewal", common::PATIENCE, || {
+        service.log().matches("ms late").count() > late_before
+    });
     let (status, log) = service.terminate_with_log();
     assert!(status.success(), "{log}");
 

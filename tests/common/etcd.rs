@@ -32,18 +32,33 @@ impl EtcdServer {
         let dir = std::env::temp_dir().join(format!("idgen-etcd-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        let (client_port, peer_port) = (free_port(), free_port());
-        let child = spawn(&dir, &dir.join("data-0"), client_port, peer_port);
-        let server = EtcdServer {
-            child,
-            endpoint: format!("http://127.0.0.1:{client_port}"),
-            dir,
-            client_port,
-            peer_port,
-            generation: 0,
-        };
-        server.wait_until_serving();
-        server
+        // A port free when asked may be taken by a neighbour before etcd binds it: then
+        // etcd exits, and another pair is tried.
+        for attempt in 0.. {
+            let (client_port, peer_port) = (free_port(), free_port());
+            let data = dir.join(format!("data-0-{attempt}"));
+            let mut server = EtcdServer {
+                child: spawn(&dir, &data, client_port, peer_port),
+                endpoint: format!("http://127.0.0.1:{client_port}"),
+                dir: dir.clone(),
+                client_port,
+                peer_port,
+                generation: 0,
+            };
+            if server.wait_until_serving() {
+                return server;
+            }
+            assert!(
+                attempt < 5,
+                "etcd exited at every start; see {}",
+                dir.display()
+            );
+            let _ = fs::remove_dir_all(&data);
+            // Not dropped: that would remove the directory with the log.
+            let _ = server.child.wait();
+            std::mem::forget(server);
+        }
+        unreachable!()
     }
 
     /// Sends a signal (`STOP`, `CONT`, ...) to the server.
@@ -95,11 +110,12 @@ impl EtcdServer {
             .expect("etcdctl (Debian's etcd-client) is needed");
         assert!(status.success(), "snapshot restore failed");
         self.child = spawn(&self.dir, &data, self.client_port, self.peer_port);
-        self.wait_until_serving();
+        assert!(self.wait_until_serving(), "etcd exited after the restore");
     }
 
-    fn wait_until_serving(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+    /// Waits (bounded) until etcd answers; `false` if it exited first (a port taken).
+    fn wait_until_serving(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let healthy = Command::new("etcdctl")
                 .env("ETCDCTL_API", "3")
@@ -110,7 +126,10 @@ impl EtcdServer {
                 .status()
                 .is_ok_and(|status| status.success());
             if healthy {
-                return;
+                return true;
+            }
+            if self.child.try_wait().ok().flatten().is_some() {
+                return false;
             }
             assert!(
                 Instant::now() < deadline,

@@ -289,7 +289,8 @@ pub fn child_main(store: impl LeaseStore + 'static) {
         .lease_stats()
         .previous_mark_unix_ms
         .map_or("none".to_string(), |mark| mark.to_string());
-    writeln!(stdout, "HELD {} {previous}", generator.worker()).unwrap();
+    let worker = generator.worker();
+    writeln!(stdout, "HELD {worker} {previous}").unwrap();
     stdout.flush().unwrap();
     let mut out = OpenOptions::new()
         .create(true)
@@ -315,7 +316,13 @@ pub fn child_main(store: impl LeaseStore + 'static) {
                 out.write_all(&buffer).unwrap();
                 written += ids.len() as u64;
             }
-            Err(idgen::Error::LeaseExpired { .. }) if !expired_is_fatal => {
+            // Only while the number is still ours and not lost: a loss is the step before
+            // a duplicate, and fails the child.
+            Err(idgen::Error::LeaseExpired { .. })
+                if !expired_is_fatal
+                    && generator.worker() == worker
+                    && generator.lease_stats().state != idgen::lease::LeaseState::Lost =>
+            {
                 std::thread::sleep(Duration::from_millis(5));
             }
             // No other error is expected: a holder that just took its number over is valid
@@ -346,10 +353,9 @@ pub fn finish_end_to_end(
     files: &[PathBuf],
     stop: &Path,
 ) -> usize {
+    // Every child still running is issuing at the end, not only at its start.
     for child in &running {
-        wait_for_within(CHILD_BOUND, "every running child to issue", || {
-            child.written() > 0
-        });
+        child.wait_for_more_ids(1_000);
     }
     wait_for_within(CHILD_BOUND, &format!("{END_TO_END_IDS} IDs"), || {
         read_ids(files).len() > END_TO_END_IDS
