@@ -203,7 +203,19 @@ fn six_processes_killed_and_restarted(store: &str) {
             }
         }
         for (i, (mut child, reader)) in children.into_iter().zip(readers).enumerate() {
-            let status = child.wait().unwrap();
+            // Bounded: a child that does not stop once its stdin closes fails the test.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let status = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break status;
+                }
+                if Instant::now() >= deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("child {i} did not stop within 60 s");
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            };
             let lines = reader.join().unwrap();
             if i < 4 {
                 assert_eq!(status.signal(), Some(9), "child {i}: {status}");

@@ -101,6 +101,30 @@ impl Proxy {
     }
 }
 
+/// A layout of 16 worker numbers (no datacenter bits), for every process of these tests:
+/// `init` writes 16 marks, not 1,024 (a thousand requests, each of which may meet a slow
+/// etcd on a loaded machine).
+const LAYOUT: [&str; 6] = [
+    "--datacenter-bits",
+    "0",
+    "--worker-bits",
+    "4",
+    "--sequence-bits",
+    "18",
+];
+
+/// The worker number of an ID of [`LAYOUT`].
+fn worker_of(id: u64) -> u64 {
+    (id >> 18) & 0xf
+}
+
+/// `args` and [`LAYOUT`].
+fn with_layout<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.extend(LAYOUT);
+    all
+}
+
 /// A namespace of its own, initialised with `idgen leases init` (marks a TTL ahead).
 fn initialised_namespace(test: &str) -> String {
     let namespace = format!(
@@ -108,7 +132,7 @@ fn initialised_namespace(test: &str) -> String {
         std::process::id(),
         unix_ms()
     );
-    let (status, _, stderr) = idgen(&[
+    let (status, _, stderr) = idgen(&with_layout(&[
         "leases",
         "init",
         "--etcd",
@@ -120,7 +144,7 @@ fn initialised_namespace(test: &str) -> String {
         // A new namespace: marks a TTL ahead are enough.
         "--outage-horizon",
         "2s",
-    ]);
+    ]));
     assert!(status.success(), "{stderr}");
     namespace
 }
@@ -129,7 +153,7 @@ fn initialised_namespace(test: &str) -> String {
 /// with the holder's etcd lease), as the fleet view reads it straight from etcd.
 fn held_at_etcd(namespace: &str, worker: u64) -> bool {
     let workers = format!("{worker}-{worker}");
-    let (status, stdout, stderr) = idgen(&[
+    let (status, stdout, stderr) = idgen(&with_layout(&[
         "leases",
         "--etcd",
         &endpoints(),
@@ -138,7 +162,7 @@ fn held_at_etcd(namespace: &str, worker: u64) -> bool {
         "--workers",
         &workers,
         "--json",
-    ]);
+    ]));
     assert!(status.success(), "{stderr}");
     let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     rows[0]["state"] == "held"
@@ -163,7 +187,7 @@ fn through_an_outage_healthz_says_so_and_ids_flow_until_the_mark() {
     let namespace = initialised_namespace("healthz");
     let proxy = Proxy::start(&endpoints());
     let etcd = proxy.endpoint();
-    let service = Service::start_with(&[
+    let service = Service::start_with(&with_layout(&[
         "--etcd",
         &etcd,
         "--namespace",
@@ -175,7 +199,7 @@ fn through_an_outage_healthz_says_so_and_ids_flow_until_the_mark() {
         "10s",
         "--workers",
         "0-3",
-    ]);
+    ]));
     let worker = service.worker;
     assert_eq!(service.get("/healthz").json()["lease"], "Valid");
     assert_eq!(
@@ -275,8 +299,8 @@ fn two_live_processes_hold_the_same_number_at_once_and_never_share_an_id() {
     // slow clock is about 10 s away.
     let namespace = initialised_namespace("two-holders");
     let proxy = Proxy::start(&endpoints());
-    let flags = |etcd: &str| {
-        [
+    let flags = |etcd: &str| -> Vec<String> {
+        with_layout(&[
             "serve",
             "--listen",
             "127.0.0.1:0",
@@ -290,8 +314,10 @@ fn two_live_processes_hold_the_same_number_at_once_and_never_share_an_id() {
             "10s",
             "--workers",
             "0-0",
-        ]
+        ])
+        .into_iter()
         .map(String::from)
+        .collect()
     };
     let first = Service::start_in(
         common::idgen_command()
@@ -344,7 +370,6 @@ fn two_live_processes_hold_the_same_number_at_once_and_never_share_an_id() {
     let overlap_ms = a_span.1.min(b_span.1) as i64 - a_span.0.max(b_span.0) as i64;
     let seen: HashSet<u64> = a.iter().copied().collect();
     let shared = b.iter().filter(|id| seen.contains(id)).count();
-    let worker_of = |id: u64| (id >> 12) & 0x1f;
     println!(
         "first (5 s behind, cut off): {} IDs answered from {} to {} (then {a_refused} refusals); \
          second (started at {second_started_at}): {} IDs from {} to {} ({b_refused} refusals); \
@@ -377,7 +402,7 @@ fn the_fleet_view_on_etcd_shows_the_services_and_the_api_clients_names() {
     let token = dir.join("token");
     std::fs::write(&token, "t0k\n").unwrap();
     let endpoints = endpoints();
-    let service = Service::start_with(&[
+    let service = Service::start_with(&with_layout(&[
         "--etcd",
         &endpoints,
         "--namespace",
@@ -388,7 +413,7 @@ fn the_fleet_view_on_etcd_shows_the_services_and_the_api_clients_names() {
         "0-3",
         "--lease-api-token-file",
         token.to_str().unwrap(),
-    ]);
+    ]));
     let leased = service.request(
         "POST",
         "/v1/generators/lease",
@@ -400,7 +425,7 @@ fn the_fleet_view_on_etcd_shows_the_services_and_the_api_clients_names() {
     );
     assert_eq!(leased.status, 200, "{leased:?}");
     let api_worker = leased.json()["worker"].as_u64().unwrap();
-    let (status, stdout, stderr) = idgen(&[
+    let (status, stdout, stderr) = idgen(&with_layout(&[
         "leases",
         "--etcd",
         &endpoints,
@@ -409,7 +434,7 @@ fn the_fleet_view_on_etcd_shows_the_services_and_the_api_clients_names() {
         "--workers",
         "0-3",
         "--json",
-    ]);
+    ]));
     assert!(status.success(), "{stderr}");
     let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     for row in rows.as_array().unwrap() {
