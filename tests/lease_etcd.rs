@@ -808,3 +808,50 @@ fn a_lost_mark_is_inferred_with_the_largest_horizon_a_holder_recorded() {
     assert!(marked >= before + 600_000, "{marked} vs {before}");
     fleet.release().unwrap();
 }
+
+#[test]
+fn a_namespace_declared_new_is_ready_at_once_and_one_with_any_key_is_refused() {
+    let endpoints = endpoints();
+    // Never used: every mark is now, so a holder is valid at once (no outage horizon).
+    let ns = namespace("init-new");
+    let fresh = connected(&endpoints, &ns);
+    let now = idgen::SystemClock.now_unix_ms();
+    assert_eq!(fresh.init_new(0..=0, 0..=3, now).unwrap(), 4);
+    let generator = LeasedGenerator::builder(connected(&endpoints, &ns), range("0-3"))
+        .startup_wait(Duration::from_millis(100))
+        .acquire()
+        .unwrap();
+    assert_eq!(generator.lease_stats().previous_mark_unix_ms, Some(now - 1));
+    generator.next_id().unwrap();
+    // Used once (a holder, its marks, the store key): `--new` is refused, naming the way
+    // that waits a horizon, and nothing is written.
+    let error = connected(&endpoints, &ns)
+        .init_new(0..=0, 0..=3, now)
+        .unwrap_err();
+    assert!(matches!(error, Error::LeaseConfig { .. }), "{error:?}");
+    assert!(error.to_string().contains("without --new"), "{error}");
+    generator.release().unwrap();
+    // A namespace wiped but for one stray key is refused too; once wiped whole it is
+    // indistinguishable from a new one, which is why the declaration is the operator's.
+    let stray = namespace("init-new-stray");
+    let status = std::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoints}"))
+        .args(["put", &format!("{stray}/dc/0/mark/7"), "1"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("etcdctl (Debian's etcd-client) is needed");
+    assert!(status.success());
+    let error = connected(&endpoints, &stray)
+        .init_new(0..=0, 0..=3, now)
+        .unwrap_err();
+    assert!(error.to_string().contains("holds 1 key;"), "{error}");
+    // The plain init of a namespace not known to be new writes marks a horizon ahead.
+    let maybe_wiped = namespace("init-maybe-wiped");
+    let store = connected(&endpoints, &maybe_wiped).with_outage_horizon(Duration::from_secs(60));
+    store.init(0..=0, 0..=0, now).unwrap();
+    let mark = store.survey(&range("0-0")).unwrap()[0]
+        .mark_unix_ms
+        .unwrap();
+    assert!(mark >= now + 60_000, "{mark} vs {now}");
+}

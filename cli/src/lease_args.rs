@@ -319,14 +319,20 @@ pub struct InitArgs {
     /// How far ahead etcd marks are written where none exists (default: 3m, or the
     /// largest horizon a holder recorded if longer; at least the TTL): a holder cut off
     /// from etcd while its namespace was wiped may go on issuing that long. For a namespace
-    /// known to be new, the TTL is enough.
+    /// no idgen ever used, `--new` instead.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "IDGEN_OUTAGE_HORIZON")]
     outage_horizon: Option<Duration>,
     /// After `etcdctl snapshot restore`: raise every mark to an outage horizon from now
     /// (the largest known), so that no successor starts before a holder the restored
     /// namespace forgot has stopped, and let holders that found the restore go on.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "new")]
     after_restore: bool,
+    /// The etcd namespace was never used by any idgen (not wiped, not restored): its marks
+    /// are now, so the first holders are ready at once. Refused if the namespace holds any
+    /// key. Without it, a namespace is taken to be wiped, and its first holders wait one
+    /// outage horizon (3 minutes by default) for holders it may have forgotten.
+    #[arg(long, conflicts_with = "outage_horizon")]
+    new: bool,
 }
 
 impl InitArgs {
@@ -340,8 +346,20 @@ impl InitArgs {
                 store.lease_ttl,
                 self.outage_horizon,
                 &layout,
-                self.after_restore,
+                if self.after_restore {
+                    InitKind::AfterRestore
+                } else if self.new {
+                    InitKind::New
+                } else {
+                    InitKind::MaybeWiped
+                },
             );
+        }
+        if self.new {
+            return Err(Failure::input(
+                "--new is for etcd; a lease directory needs no such step (a number's record \
+                 in it is its own mark, and a new directory has none to wait for)",
+            ));
         }
         if self.after_restore {
             return Err(Failure::input(
@@ -491,6 +509,17 @@ impl MoveCheckArgs {
     }
 }
 
+/// What `idgen leases init` takes an etcd namespace to be.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum InitKind {
+    /// New, or wiped under holders that may still be issuing (the default).
+    MaybeWiped,
+    /// Never used, as the operator declares with `--new`.
+    New,
+    /// Restored from a snapshot (`--after-restore`).
+    AfterRestore,
+}
+
 #[cfg(feature = "etcd")]
 fn init_etcd(
     endpoints: &str,
@@ -498,7 +527,7 @@ fn init_etcd(
     ttl: Option<Duration>,
     horizon: Option<Duration>,
     layout: &Layout,
-    after_restore: bool,
+    kind: InitKind,
 ) -> Result<(), Failure> {
     let mut store = connect_etcd(endpoints, namespace, ttl)?;
     if let Some(horizon) = horizon {
@@ -515,19 +544,41 @@ fn init_etcd(
     refuse_other_layout(&store, layout)?;
     let now = idgen::Clock::now_unix_ms(&idgen::SystemClock);
     let (datacenters, workers) = (0..=layout.max_datacenter(), 0..=layout.max_worker());
-    if after_restore {
-        let raised = store
-            .init_after_restore(datacenters, workers, now)
-            .map_err(|error| Failure::runtime(error.to_string()))?;
-        println!(
-            "initialised the etcd namespace {namespace} after a restore: {raised} marks raised \
-             to an outage horizon from now"
-        );
-    } else {
-        let written = store
-            .init(datacenters, workers, now)
-            .map_err(|error| Failure::runtime(error.to_string()))?;
-        println!("initialised the etcd namespace {namespace}: {written} marks written");
+    match kind {
+        InitKind::AfterRestore => {
+            let raised = store
+                .init_after_restore(datacenters, workers, now)
+                .map_err(|error| Failure::runtime(error.to_string()))?;
+            println!(
+                "initialised the etcd namespace {namespace} after a restore: {raised} marks \
+                 raised to an outage horizon from now"
+            );
+        }
+        InitKind::New => {
+            let written =
+                store
+                    .init_new(datacenters, workers, now)
+                    .map_err(|error| match error {
+                        idgen::Error::LeaseConfig { .. } => Failure::input(error.to_string()),
+                        _ => Failure::runtime(error.to_string()),
+                    })?;
+            println!(
+                "initialised the new etcd namespace {namespace}: {written} marks written, \
+                 ready at once"
+            );
+        }
+        InitKind::MaybeWiped => {
+            let ahead = store.default_outage_horizon();
+            let written = store
+                .init(datacenters, workers, now)
+                .map_err(|error| Failure::runtime(error.to_string()))?;
+            println!(
+                "initialised the etcd namespace {namespace}: {written} marks written at least \
+                 {ahead:?} ahead, so holders starting before then wait for them (in case the \
+                 namespace was wiped under holders still issuing); for a namespace no idgen \
+                 ever used, `idgen leases init --new` is ready at once"
+            );
+        }
     }
     bind_layout(&store, layout)
 }
@@ -539,7 +590,7 @@ fn init_etcd(
     _ttl: Option<Duration>,
     _horizon: Option<Duration>,
     _layout: &Layout,
-    _after_restore: bool,
+    _kind: InitKind,
 ) -> Result<(), Failure> {
     etcd_store("", "", None).map(|_| ())
 }

@@ -578,3 +578,70 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+#[test]
+fn a_token_file_that_is_not_a_regular_private_file_is_refused_or_warned_about_never_quoted() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = new_lease_dir("api-token-file");
+    let files = temp_dir("token-kinds");
+    // A FIFO: opening it would wait for a writer for ever; refused before it is opened.
+    let fifo = files.join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // A directory, an oversized file (whose content must not be quoted), a symlink to a
+    // FIFO.
+    let directory = files.join("directory");
+    std::fs::create_dir(&directory).unwrap();
+    let oversized = files.join("oversized");
+    std::fs::write(&oversized, "s3cr3t-".repeat(1_000)).unwrap();
+    let link = files.join("link-to-fifo");
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    for (file, message) in [
+        (&fifo, "not a regular file"),
+        (&directory, "not a regular file"),
+        (&link, "not a regular file"),
+        (&oversized, "larger than 4096 bytes"),
+    ] {
+        let (status, stdout, stderr) = common::idgen(&[
+            "serve",
+            "--lease-dir",
+            dir.to_str().unwrap(),
+            "--lease-api-token-file",
+            file.to_str().unwrap(),
+        ]);
+        assert_eq!(status.code(), Some(2), "{file:?}: {stderr}");
+        assert!(stderr.contains(message), "{file:?}: {stderr}");
+        assert!(!format!("{stdout}{stderr}").contains("s3cr3t"), "{stderr}");
+    }
+    // A regular file its group may read: served, with a warning naming the mode, and the
+    // token itself never in the log. A symlink to a private file is followed (a mounted
+    // secret is one), without a warning.
+    let token = files.join("token");
+    std::fs::write(&token, "group-readable-token\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let service = Service::start(&dir, &["--lease-api-token-file", token.to_str().unwrap()]);
+    let log = service.wait_for_log("chmod 600");
+    assert!(log.contains("mode 0640"), "{log}");
+    assert!(!log.contains("group-readable-token"), "{log}");
+    drop(service);
+    let private = files.join("private");
+    std::fs::write(&private, "private-token\n").unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mounted = files.join("mounted");
+    std::os::unix::fs::symlink(&private, &mounted).unwrap();
+    let service = Service::start(&dir, &["--lease-api-token-file", mounted.to_str().unwrap()]);
+    let reply = call(
+        &service,
+        "POST",
+        "/v1/generators/lease",
+        Some("private-token"),
+        r#"{"holder": "a"}"#,
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let (_, log) = service.terminate_with_log();
+    assert!(!log.contains("chmod"), "{log}");
+    assert!(!log.contains("private-token"), "{log}");
+}

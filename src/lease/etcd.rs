@@ -239,18 +239,74 @@ impl EtcdStore {
         let mark = now_unix_ms
             .saturating_add(u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX))
             .to_string();
+        let written = self.write_missing_marks(datacenters, workers, &mark)?;
+        self.put_store_key("initialised")?;
+        Ok(written)
+    }
+
+    /// Writes `mark` to every mark key of `datacenters` × `workers` that has none (each
+    /// in a transaction that checks it is still missing); returns how many it wrote.
+    fn write_missing_marks(
+        &self,
+        datacenters: RangeInclusive<u64>,
+        workers: RangeInclusive<u64>,
+        mark: &str,
+    ) -> Result<u64, Error> {
         let mut client = self.connection.client.clone();
         let mut written = 0;
         for key in self.mark_keys(datacenters, workers) {
             let created = self.run(async {
                 let txn = Txn::new()
                     .when(vec![Compare::version(key.as_str(), CompareOp::Equal, 0)])
-                    .and_then(vec![TxnOp::put(key.as_str(), mark.as_str(), None)]);
+                    .and_then(vec![TxnOp::put(key.as_str(), mark, None)]);
                 Ok(timed(client.txn(txn)).await?.succeeded())
             })?;
             written += u64::from(created);
         }
-        self.put_store_key("initialised")?;
+        Ok(written)
+    }
+
+    /// Initialises a namespace the operator declares never used (`idgen leases init
+    /// --new`): nothing can be issuing on its numbers, so every mark is the millisecond
+    /// before `now_unix_ms` and a holder is ready at once, instead of an outage horizon later as after [`init`].
+    ///
+    /// etcd keeps a deleted key's history only until compaction, so a wiped namespace
+    /// cannot be told from a new one after it; the declaration is the operator's. What can
+    /// be checked is: the namespace holds no key at all (a namespace ever initialised keeps
+    /// its `store` key and marks unless wiped), else [`Error::LeaseConfig`] says to leave
+    /// `--new` out. A mark some other process wrote meanwhile is kept. Returns how many
+    /// marks were written.
+    ///
+    /// [`init`]: EtcdStore::init
+    pub fn init_new(
+        &self,
+        datacenters: RangeInclusive<u64>,
+        workers: RangeInclusive<u64>,
+        now_unix_ms: u64,
+    ) -> Result<u64, Error> {
+        let mut client = self.connection.client.clone();
+        let prefix = self.prefix.clone();
+        let existing = self.run(async {
+            let options = GetOptions::new().with_prefix().with_count_only();
+            Ok(timed(client.get(prefix.as_str(), Some(options)))
+                .await?
+                .count())
+        })?;
+        if existing > 0 {
+            let namespace = self.prefix.trim_end_matches('/');
+            return Err(Error::LeaseConfig {
+                reason: format!(
+                    "the etcd namespace {namespace} is not new: it holds {existing} key{}; \
+                     initialise it without --new (every mark an outage horizon ahead, since \
+                     a holder of a wiped namespace may still be issuing)",
+                    if existing == 1 { "" } else { "s" }
+                ),
+            });
+        }
+        // The millisecond before now: nothing to wait for, not even the current one.
+        let mark = now_unix_ms.saturating_sub(1).to_string();
+        let written = self.write_missing_marks(datacenters, workers, &mark)?;
+        self.put_store_key("initialised new")?;
         Ok(written)
     }
 
@@ -364,9 +420,11 @@ impl EtcdStore {
                 self.prefix
             ),
             fix: format!(
-                "run: idgen leases init --etcd {} --namespace {namespace} (with the layout \
-                 flags of the processes that use it)",
-                self.connection.endpoints.join(",")
+                "run: idgen leases init --etcd {endpoints} --namespace {namespace} (with the \
+                 layout flags of the processes that use it), which makes the first holders \
+                 wait one outage horizon in case the namespace was wiped under holders still \
+                 issuing; for a namespace no idgen ever used, add --new to be ready at once",
+                endpoints = self.connection.endpoints.join(",")
             ),
         }
     }
