@@ -11,7 +11,9 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use idgen::lease::{Claim, FileStore, LeaseState, LeaseStore, LeasedGenerator, WorkerRange};
+use idgen::lease::{
+    AcquireWatch, Claim, FileStore, LeaseState, LeaseStore, LeasedGenerator, WorkerRange,
+};
 use idgen::{Clock, Error, Generator, Layout, ManualClock};
 use leases::{ChildSpec, finish_end_to_end, max_id, new_store_dir, temp_dir, wait_for};
 
@@ -829,8 +831,10 @@ fn a_release_while_the_keeper_waits_for_a_mark_returns_at_once() {
         inner: store,
         acquires: Arc::clone(&acquires),
     };
+    let watch = AcquireWatch::new();
     let generator = LeasedGenerator::builder(store, range("0-0"))
         .renew_every(Duration::from_millis(20))
+        .watch(&watch)
         .acquire()
         .unwrap();
     generator.next_id().unwrap();
@@ -843,6 +847,13 @@ fn a_release_while_the_keeper_waits_for_a_mark_returns_at_once() {
     wait_for("the keeper to take the number again", || {
         acquires.load(Ordering::SeqCst) >= 2
     });
+    // The keeper is inside its wait for that mark (the watch shows it), not before it.
+    wait_for("the keeper to wait for its old mark", || {
+        watch.mark_wait().is_some()
+    });
+    let waiting = watch.mark_wait().unwrap();
+    assert_eq!((waiting.datacenter, waiting.worker), (0, 0));
+    assert_eq!(waiting.until_unix_ms, old_mark + 1);
     generator.release().unwrap();
     let returned_at = idgen::SystemClock.now_unix_ms();
     assert!(
@@ -1128,4 +1139,87 @@ fn a_scan_for_the_nearest_mark_never_makes_a_neighbour_find_the_range_full() {
     assert!(*watched.calls.lock().unwrap() >= 3, "no scan was made");
     let refused = watched.refused.lock().unwrap();
     assert!(refused.is_empty(), "the neighbour was refused: {refused:?}");
+}
+
+/// A store whose only number has a mark a minute ahead, and that counts releases.
+#[derive(Debug)]
+struct MarkAhead {
+    mark_unix_ms: u64,
+    released: Arc<AtomicU64>,
+}
+
+#[derive(Debug)]
+struct MarkAheadClaim {
+    mark_unix_ms: u64,
+    released: Arc<AtomicU64>,
+}
+
+impl Claim for MarkAheadClaim {
+    fn datacenter(&self) -> u64 {
+        0
+    }
+    fn worker(&self) -> u64 {
+        2
+    }
+    fn previous_mark_unix_ms(&self) -> Option<u64> {
+        Some(self.mark_unix_ms)
+    }
+    fn renew(&mut self, _mark_unix_ms: u64) -> Result<(), Error> {
+        Ok(())
+    }
+    fn release(&mut self, _mark_unix_ms: u64) -> Result<(), Error> {
+        self.released.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+impl LeaseStore for MarkAhead {
+    fn ttl(&self) -> Duration {
+        Duration::from_secs(3)
+    }
+    fn acquire(&self, _range: &WorkerRange) -> Result<Box<dyn Claim>, Error> {
+        Ok(Box::new(MarkAheadClaim {
+            mark_unix_ms: self.mark_unix_ms,
+            released: Arc::clone(&self.released),
+        }))
+    }
+}
+
+#[test]
+fn a_watch_shows_the_wait_for_a_mark_at_start_and_its_cancel_releases_the_number() {
+    let mark = idgen::SystemClock.now_unix_ms() + 60_000;
+    let released = Arc::new(AtomicU64::new(0));
+    let store = MarkAhead {
+        mark_unix_ms: mark,
+        released: Arc::clone(&released),
+    };
+    let watch = AcquireWatch::new();
+    let acquiring = {
+        let watch = watch.clone();
+        std::thread::spawn(move || {
+            LeasedGenerator::builder(store, range("2-2"))
+                .startup_wait(Duration::from_secs(120))
+                .watch(&watch)
+                .acquire()
+                .map(|generator| generator.worker())
+        })
+    };
+    wait_for("the acquire to wait for the mark", || {
+        watch.mark_wait().is_some()
+    });
+    let waiting = watch.mark_wait().unwrap();
+    assert_eq!((waiting.datacenter, waiting.worker), (0, 2));
+    assert_eq!(waiting.until_unix_ms, mark + 1);
+    // (The scan for the nearest mark took the number once and gave it back.)
+    let released_before = released.load(Ordering::SeqCst);
+    watch.cancel();
+    wait_for("the cancelled acquire to return", || {
+        acquiring.is_finished()
+    });
+    let error = acquiring.join().unwrap().unwrap_err();
+    assert!(error.to_string().contains("cancelled"), "{error}");
+    // Given up well before the mark, with the number released and the wait cleared.
+    assert!(idgen::SystemClock.now_unix_ms() < mark);
+    assert_eq!(released.load(Ordering::SeqCst), released_before + 1);
+    assert_eq!(watch.mark_wait(), None);
 }

@@ -107,6 +107,15 @@ pub enum LeaseHealth {
     Lost,
     /// Released at shutdown.
     Released,
+    /// Starting: asking the store for a number.
+    Taking,
+    /// Starting: a number is held, and IDs wait until its previous holder's mark has
+    /// passed (`startsInMs` says how long).
+    WaitingForMark,
+    /// Starting: every number of the range is held; the service waits for one to come free
+    /// (a holder that crashed frees its number within its TTL), and exits if none does
+    /// within `givesUpInMs`.
+    WaitingForNumber,
     /// A state this build has no name for: treated as not issuing.
     Unknown,
 }
@@ -116,15 +125,29 @@ pub enum LeaseHealth {
 #[serde(rename_all = "camelCase")]
 pub struct Health {
     pub lease: LeaseHealth,
-    pub datacenter: u64,
-    pub worker: u64,
+    /// The number held; absent while none is (`Taking`, `WaitingForNumber`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub datacenter: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub worker: Option<u64>,
     /// Milliseconds left in which IDs are issued: before the mark while the lease is
-    /// `Valid` or in an `Outage`, 0 once it is past (`Expired`), `Lost` or `Released`.
+    /// `Valid` or in an `Outage`, 0 otherwise.
     pub valid_for_ms: u64,
     /// During an outage: when it began, in Unix milliseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub outage_since_ms: Option<u64>,
+    /// `WaitingForMark`: milliseconds until the previous holder's mark has passed and IDs
+    /// flow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub starts_in_ms: Option<u64>,
+    /// `WaitingForNumber`: milliseconds before the service gives up and exits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub gives_up_in_ms: Option<u64>,
 }
 
 /// A worker number leased through the lease API, and the terms to issue IDs by.

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use clap::Args;
 use clap::builder::NonEmptyStringValueParser;
-use idgen::lease::{FileStore, LeaseStore, LeasedGenerator, NumberState, WorkerRange};
+use idgen::lease::{
+    AcquireWatch, FileStore, LeaseStore, LeasedGenerator, NumberState, WorkerRange,
+};
 use idgen::{Generator, Layout};
 
 use crate::Failure;
@@ -126,6 +128,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// What `serve` leases from: the store, shared by its own generator and its lease API, the
 /// range, and the horizon.
+#[derive(Clone)]
 pub struct LeaseSource {
     pub store: Arc<dyn LeaseStore>,
     pub range: WorkerRange,
@@ -158,20 +161,47 @@ impl LeaseArgs {
 impl LeaseSource {
     /// A leased generator on the layout.
     pub fn acquire(&self, layout: Layout) -> Result<LeasedGenerator, Failure> {
+        self.acquire_watched(layout, &AcquireWatch::new())
+            .map_err(acquire_failure)
+    }
+
+    /// A leased generator on the layout, its waits for a mark shown to (and cancelled by)
+    /// `watch`; the library's error as it is, for a caller that retries some.
+    pub fn acquire_watched(
+        &self,
+        layout: Layout,
+        watch: &AcquireWatch,
+    ) -> Result<LeasedGenerator, idgen::Error> {
         let mut builder = LeasedGenerator::builder(Arc::clone(&self.store), self.range)
-            .generator(Generator::builder().layout(layout));
+            .generator(Generator::builder().layout(layout))
+            .watch(watch);
         if let Some(horizon) = self.horizon {
             builder = builder.outage_horizon(horizon);
         }
         if let Some(holder) = &self.holder {
             builder = builder.holder(holder.clone());
         }
-        builder.acquire().map_err(|error| match error {
-            idgen::Error::LeaseConfig { .. } | idgen::Error::LayoutMismatch { .. } => {
-                Failure::input(format!("{error}"))
-            }
-            _ => Failure::runtime(format!("cannot lease a worker number: {error}")),
-        })
+        builder.acquire()
+    }
+
+    /// How long a holder of this store goes on issuing after its last renewal at most: the
+    /// TTL plus the outage horizon (the flag's, else the store's default).
+    pub fn crashed_holder_bound(&self) -> Duration {
+        self.store.ttl().saturating_add(
+            self.horizon
+                .unwrap_or_else(|| self.store.default_outage_horizon()),
+        )
+    }
+}
+
+/// What a command says when it cannot lease a number: bad input (exit 2) for the store's
+/// configuration or another layout, else a runtime failure.
+pub fn acquire_failure(error: idgen::Error) -> Failure {
+    match error {
+        idgen::Error::LeaseConfig { .. } | idgen::Error::LayoutMismatch { .. } => {
+            Failure::input(format!("{error}"))
+        }
+        _ => Failure::runtime(format!("cannot lease a worker number: {error}")),
     }
 }
 

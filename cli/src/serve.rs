@@ -15,6 +15,7 @@ use clap::Args;
 use idgen::Layout;
 use idgen::lease::{LeaseState, LeasedGenerator};
 use idgen::opaque::Codec;
+use idgen::{Clock, SystemClock};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -31,9 +32,10 @@ use crate::api::{
 use crate::generators::{self, LeaseApi};
 use crate::kinds::{CountedGenerators, KINDS, Kind};
 use crate::layout_args::LayoutArgs;
-use crate::lease_args::LeaseArgs;
+use crate::lease_args::{LeaseArgs, acquire_failure, parse_duration};
 use crate::log::LogFormat;
 use crate::opaque::{self, Form};
+use crate::own_lease::{OwnLease, Pending};
 use crate::sequences::{self, BlockArgs, Sequences};
 use crate::{Failure, kinds, layout_info};
 use idgen_cli::input;
@@ -85,6 +87,12 @@ pub struct ServeArgs {
     /// `debug` adds a line per request).
     #[arg(long, value_enum, default_value_t = LogFormat::Text, env = "IDGEN_LOG_FORMAT")]
     log_format: LogFormat,
+    /// When every worker number of the range is held (a replacement started right after
+    /// a crash, before the crashed holder's lease ended): how long to wait for one to come
+    /// free, listening and answering 503 meanwhile, before exiting (default: the lease TTL
+    /// plus the outage horizon plus one second; 0s: exit at once).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "IDGEN_WAIT_FOR_NUMBER")]
+    wait_for_number: Option<Duration>,
     #[command(flatten)]
     blocks: BlockArgs,
     #[command(flatten)]
@@ -94,7 +102,8 @@ pub struct ServeArgs {
 }
 
 struct Service {
-    generator: LeasedGenerator,
+    /// The service's own worker number, for Snowflake IDs: taken, or being taken.
+    own: Arc<OwnLease>,
     /// UUIDv7s and ULIDs: no worker number, no lease.
     counted: CountedGenerators,
     lease_api: Option<Arc<LeaseApi>>,
@@ -183,18 +192,30 @@ fn run_logged(args: ServeArgs) -> Result<(), Failure> {
         Err(failure) => return Err(failure),
     };
     let sequences = Arc::new(Sequences::new(store, args.max_sequences, args.max_batch));
-    // Leasing blocks (and the etcd store refuses to run inside a Tokio runtime): do it first.
     let mut source = args.lease.source(layout)?;
     source.holder = Some(format!("idgen serve, pid {}", std::process::id()));
-    let generator = source.acquire(layout)?;
-    tracing::info!(
-        worker = generator.worker(),
-        datacenter = generator.datacenter(),
-        "lease taken"
-    );
-    let lease_api = token.map(|token| Arc::new(LeaseApi::new(token, source, layout)));
+    // A store that serves another layout, or an etcd namespace never initialised, is bad
+    // input: refused before listening.
+    source.store.bind_layout(&layout).map_err(acquire_failure)?;
+    let wait_for_number = args
+        .wait_for_number
+        .unwrap_or_else(|| source.crashed_holder_bound() + Duration::from_secs(1));
+    let lease_api = token.map(|token| Arc::new(LeaseApi::new(token, source.clone(), layout)));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| Failure::runtime(format!("cannot start the runtime: {error}")))?;
+    let listener = runtime.block_on(listen(args.listen))?;
+    // The number is taken on a thread of its own (the etcd store refuses to run inside a
+    // Tokio runtime), while the service listens: a wait for a mark or a free number is
+    // answered, not silent. A failure to take one stops the service.
+    let lease_failed = Arc::new(tokio::sync::Notify::new());
+    let (own, taking) = OwnLease::start(source, layout, wait_for_number, {
+        let lease_failed = Arc::clone(&lease_failed);
+        move || lease_failed.notify_one()
+    })?;
     let service = Arc::new(Service {
-        generator,
+        own: Arc::clone(&own),
         counted,
         lease_api,
         sequences: Arc::clone(&sequences),
@@ -207,26 +228,32 @@ fn run_logged(args: ServeArgs) -> Result<(), Failure> {
         responses: (0..500).map(|_| AtomicU64::new(0)).collect(),
         latency: Family::new_with_constructor(latency_histogram),
     });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|error| Failure::runtime(format!("cannot start the runtime: {error}")))?;
+    drop(own);
     let grace = Duration::from_secs(args.shutdown_grace);
-    let served = runtime.block_on(serve(Arc::clone(&service), args.listen, grace));
+    let served = runtime.block_on(serve(Arc::clone(&service), listener, lease_failed, grace));
     // Connections still open after the grace period are dropped with the runtime; a batch
     // still running on a blocking thread gets a moment, and the runtime goes before the
     // lease is released.
     runtime.shutdown_timeout(Duration::from_secs(1));
-    let released = match Arc::try_unwrap(service) {
-        Ok(service) => service.generator.release().map(|()| true),
+    // A number still being taken is given up (a wait for a mark or a free number ends at
+    // once); the thread's own failure, if it stopped the service, is the process's.
+    service.own.cancel();
+    let taken = taking
+        .join()
+        .unwrap_or_else(|_| Err(Failure::runtime("the lease thread panicked")));
+    let released = match Arc::try_unwrap(service).map(|service| Arc::try_unwrap(service.own)) {
+        Ok(Ok(own)) => own
+            .into_generator()
+            .map_or(Ok(true), |generator| generator.release().map(|()| true)),
         // A batch still running on a blocking thread: the number cannot be released under
         // it. The process exits; the lock goes with it, and the mark written a horizon ahead
         // keeps a successor after every ID the batch may still issue.
-        Err(_) => Ok(false),
+        _ => Ok(false),
     };
     // After the lease (a slow block store must not hold the worker number), the unused
     // sequence values go back, so that a clean restart leaves no gap.
     let given_back = sequences.close(grace);
+    taken?;
     served?;
     given_back?;
     let released =
@@ -242,20 +269,26 @@ fn run_logged(args: ServeArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-async fn serve(service: Arc<Service>, listen: SocketAddr, grace: Duration) -> Result<(), Failure> {
+/// The listener, its address printed as the first line of output (read by scripts and
+/// tests to find the port); the worker number follows on a line of its own once taken.
+async fn listen(listen: SocketAddr) -> Result<tokio::net::TcpListener, Failure> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|error| Failure::runtime(format!("cannot listen on {listen}: {error}")))?;
     let address = listener
         .local_addr()
         .map_err(|error| Failure::runtime(error.to_string()))?;
-    // The first line of output, read by scripts and tests to find the port.
-    println!(
-        "idgen: listening on http://{address} as worker {} of datacenter {}",
-        service.generator.worker(),
-        service.generator.datacenter()
-    );
+    println!("idgen: listening on http://{address} (taking a worker number)");
     tracing::info!(%address, "listening");
+    Ok(listener)
+}
+
+async fn serve(
+    service: Arc<Service>,
+    listener: tokio::net::TcpListener,
+    lease_failed: Arc<tokio::sync::Notify>,
+    grace: Duration,
+) -> Result<(), Failure> {
     if let Some(api) = service.lease_api.clone() {
         // Leases not renewed within a TTL go back to the store.
         tokio::spawn(async move {
@@ -273,8 +306,14 @@ async fn serve(service: Arc<Service>, listen: SocketAddr, grace: Duration) -> Re
     let server = axum::serve(listener, app).with_graceful_shutdown({
         let stopping = Arc::clone(&stopping);
         async move {
-            shutdown_signal().await;
-            tracing::info!("shutting down: finishing open requests");
+            tokio::select! {
+                () = shutdown_signal() => {
+                    tracing::info!("shutting down: finishing open requests");
+                }
+                () = lease_failed.notified() => {
+                    tracing::info!("no worker number: shutting down, finishing open requests");
+                }
+            }
             stopping.notify_one();
         }
     });
@@ -430,8 +469,13 @@ async fn count_responses(
         (status = 400, description = "The count missing, given twice, not a whole number, \
             0 or above the maximum; an unknown parameter, kind or form; form `opaque` with \
             another kind, or on a service without a key file", body = ErrorBody),
-        (status = 503, description = "The generator refuses: its lease is not valid, or the \
-            clock is behind", body = ErrorBody),
+        (status = 503, description = "Snowflake IDs are refused: the service is still \
+            taking its worker number (waiting for the previous holder's mark, or for a number \
+            to come free; with `Retry-After`), its lease is not valid, or the clock is behind",
+            body = ErrorBody,
+            headers(("Retry-After" = u32, description = "While the service takes its worker \
+                number: seconds until the mark passes, or 1")),
+        ),
         Defect,
     )
 )]
@@ -465,8 +509,13 @@ async fn get_ids(
     responses(
         (status = 200, description = "The IDs, in increasing order", body = IdList),
         BodyRefusals,
-        (status = 503, description = "The generator refuses: its lease is not valid, or the \
-            clock is behind", body = ErrorBody),
+        (status = 503, description = "Snowflake IDs are refused: the service is still \
+            taking its worker number (waiting for the previous holder's mark, or for a number \
+            to come free; with `Retry-After`), its lease is not valid, or the clock is behind",
+            body = ErrorBody,
+            headers(("Retry-After" = u32, description = "While the service takes its worker \
+                number: seconds until the mark passes, or 1")),
+        ),
         Defect,
     )
 )]
@@ -576,11 +625,28 @@ async fn issue(
              --opaque-key-file FILE",
         ));
     }
+    // Snowflake IDs need the service's own number: until it is taken, a 503 saying what
+    // is waited for, and for how long.
+    if kind == Kind::Snowflake && service.own.generator().is_none() {
+        let (pending, now) = (service.own.pending(), SystemClock.now_unix_ms());
+        let mut response =
+            ApiError(StatusCode::SERVICE_UNAVAILABLE, pending.refusal(now)).into_response();
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            axum::http::HeaderValue::from(pending.retry_after_s(now)),
+        );
+        return Ok(response);
+    }
     let make = move |service: &Service| match service.counted.issue(kind, count) {
         Some(ids) => ids,
         None => service
-            .generator
-            .next_ids(count)
+            .own
+            .generator()
+            // Checked above; once taken, the number stays.
+            .ok_or_else(|| idgen::Error::LeaseStore {
+                reason: "no worker number yet".into(),
+            })
+            .and_then(|generator| generator.next_ids(count))
             .map(|ids| match &service.opaque {
                 Some(codec) if opaque => kinds::as_text(codec.encode_all(&ids)),
                 _ => kinds::as_text(ids),
@@ -650,11 +716,44 @@ async fn layout(State(service): State<Arc<Service>>) -> Response {
     responses(
         (status = 200, description = "Issuing: the lease is valid, or in an outage that has \
             not reached the mark", body = Health),
-        (status = 503, description = "Not issuing", body = Health),
+        (status = 503, description = "Not issuing: starting (taking a number, waiting for \
+            the previous holder's mark, `startsInMs`, or for a number to come free, \
+            `givesUpInMs`), or the lease is not valid", body = Health),
     )
 )]
 async fn healthz(State(service): State<Arc<Service>>) -> Response {
-    let stats = service.generator.lease_stats();
+    let Some(generator) = service.own.generator() else {
+        let (pending, now) = (service.own.pending(), SystemClock.now_unix_ms());
+        let mut body = Health {
+            lease: api::LeaseHealth::Taking,
+            datacenter: None,
+            worker: None,
+            valid_for_ms: 0,
+            outage_since_ms: None,
+            starts_in_ms: None,
+            gives_up_in_ms: None,
+        };
+        match pending {
+            Pending::Taking => {}
+            Pending::Mark {
+                datacenter,
+                worker,
+                until_unix_ms,
+            } => {
+                body.lease = api::LeaseHealth::WaitingForMark;
+                (body.datacenter, body.worker) = (Some(datacenter), Some(worker));
+                body.starts_in_ms = Some(until_unix_ms.saturating_sub(now));
+            }
+            Pending::Number {
+                gives_up_unix_ms, ..
+            } => {
+                body.lease = api::LeaseHealth::WaitingForNumber;
+                body.gives_up_in_ms = Some(gives_up_unix_ms.saturating_sub(now));
+            }
+        }
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    };
+    let stats = generator.lease_stats();
     let lease = match stats.state {
         LeaseState::Valid => api::LeaseHealth::Valid,
         LeaseState::Outage => api::LeaseHealth::Outage,
@@ -670,11 +769,13 @@ async fn healthz(State(service): State<Arc<Service>>) -> Response {
     };
     let body = Health {
         lease,
-        datacenter: stats.datacenter,
-        worker: stats.worker,
+        datacenter: Some(stats.datacenter),
+        worker: Some(stats.worker),
         valid_for_ms: u64::try_from(stats.valid_for_ms).unwrap_or(0),
         // Still issuing, up to the mark: validForMs says how long.
         outage_since_ms: stats.outage_since_unix_ms,
+        starts_in_ms: None,
+        gives_up_in_ms: None,
     };
     (status, axum::Json(body)).into_response()
 }
@@ -706,8 +807,9 @@ async fn openapi() -> Response {
 )]
 async fn metrics(State(service): State<Arc<Service>>) -> Response {
     // Waits and refusals of every kind: the leased Snowflake generator and the 128-bit ones.
-    let generator = service.generator.stats() + service.counted.stats();
-    let lease = service.generator.lease_stats();
+    let own = service.own.generator();
+    let generator = own.map(|own| own.stats()).unwrap_or_default() + service.counted.stats();
+    let lease = own.map(LeasedGenerator::lease_stats);
     let (round_trips, failed_round_trips, sequences) = service.sequences.round_trips();
     // The values of this moment, in a registry of their own; the latency histogram lives
     // on and joins it. Counters are named without `_total`: the encoder adds it.
@@ -800,22 +902,22 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
     counter(
         "idgen_lease_renewals",
         "Successful lease renewals",
-        one(lease.renewals),
+        one(lease.map_or(0, |lease| lease.renewals)),
     );
     counter(
         "idgen_lease_renewal_failures",
         "Failed lease renewal attempts",
-        one(lease.renewal_failures),
+        one(lease.map_or(0, |lease| lease.renewal_failures)),
     );
     counter(
         "idgen_lease_reacquisitions",
         "Worker numbers taken after the previous one was lost",
-        one(lease.reacquisitions),
+        one(lease.map_or(0, |lease| lease.reacquisitions)),
     );
     counter(
         "idgen_lease_outages",
         "Lease store outages: runs of failed renewals, counted when each begins",
-        one(lease.outages),
+        one(lease.map_or(0, |lease| lease.outages)),
     );
     let mut gauge = |name: &str, help: &str, labels: Labels, value: u64| {
         let value = i64::try_from(value).unwrap_or(i64::MAX);
@@ -839,23 +941,23 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
         "idgen_lease_outage",
         "1 while renewals fail and IDs are still issued up to the mark, else 0",
         Labels::new(),
-        u64::from(lease.state == LeaseState::Outage),
+        u64::from(lease.is_some_and(|lease| lease.state == LeaseState::Outage)),
     );
     gauge(
         "idgen_lease_valid",
         "1 while IDs are issued (the lease is valid, or an outage has not reached the \
          mark), else 0",
         Labels::new(),
-        u64::from(matches!(
-            lease.state,
-            LeaseState::Valid | LeaseState::Outage
-        )),
+        u64::from(
+            lease
+                .is_some_and(|lease| matches!(lease.state, LeaseState::Valid | LeaseState::Outage)),
+        ),
     );
     gauge(
         "idgen_lease_valid_for_milliseconds",
         "Milliseconds left before the mark (0: past it)",
         Labels::new(),
-        lease.valid_for_ms.max(0) as u64,
+        lease.map_or(0, |lease| lease.valid_for_ms.max(0) as u64),
     );
     gauge(
         "idgen_lease_api_leases",
@@ -866,22 +968,25 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
             .as_ref()
             .map_or(0, |api| api.held() as u64),
     );
-    gauge(
-        "idgen_worker",
-        "The worker number held",
-        label("datacenter", &lease.datacenter.to_string()),
-        lease.worker,
-    );
-    gauge(
-        "idgen_worker_info",
-        "1, labelled with the (datacenter, worker) pair held: two processes reporting the \
-         same pair is an alert",
-        vec![
-            ("datacenter".to_string(), lease.datacenter.to_string()),
-            ("worker".to_string(), lease.worker.to_string()),
-        ],
-        1,
-    );
+    // The number held: none while it is being taken (or waited for).
+    if let Some(lease) = lease {
+        gauge(
+            "idgen_worker",
+            "The worker number held",
+            label("datacenter", &lease.datacenter.to_string()),
+            lease.worker,
+        );
+        gauge(
+            "idgen_worker_info",
+            "1, labelled with the (datacenter, worker) pair held: two processes reporting \
+             the same pair is an alert",
+            vec![
+                ("datacenter".to_string(), lease.datacenter.to_string()),
+                ("worker".to_string(), lease.worker.to_string()),
+            ],
+            1,
+        );
+    }
     registry.register(
         "idgen_http_request_duration_seconds",
         "Time from a request's arrival to its response, by endpoint (the route's pattern, or \

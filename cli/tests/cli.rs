@@ -300,13 +300,15 @@ fn numbers_held_by_an_older_idgen_in_the_old_default_block_the_new_default() {
     std::fs::write(&record, b"").unwrap();
     // An older idgen holding worker 0 there: a process with the record locked (flock), in
     // a process group of its own, so that the test can end it and its child together.
-    let mut holder = std::process::Command::new("flock")
+    let holder = std::process::Command::new("flock")
         .arg("--close") // the lock stays with flock itself, and goes when it is killed
         .arg(&record)
         .args(["sleep", "300"])
         .process_group(0)
         .spawn()
         .expect("flock (util-linux) is needed");
+    // Its group killed however the test ends, so a failed assert leaves no lock behind.
+    let mut holder = GroupKilledOnDrop(holder);
     let env = [
         ("XDG_STATE_HOME", state.as_path()),
         ("TMPDIR", home.as_path()),
@@ -326,13 +328,8 @@ fn numbers_held_by_an_older_idgen_in_the_old_default_block_the_new_default() {
         "{stderr}"
     );
     assert!(stderr.contains("dc0-worker0.lease"), "{stderr}");
-    let group = format!("-{}", holder.id());
-    let killed = std::process::Command::new("kill")
-        .args(["-KILL", "--", &group])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    holder.wait().unwrap();
+    assert!(holder.kill_group());
+    holder.0.wait().unwrap();
     // Once the old holder is gone (its forked child may hold the lock a moment longer, until
     // it is killed too), the new default is usable.
     let deadline = std::time::Instant::now() + common::PATIENCE;
@@ -566,5 +563,27 @@ fn secrets_in_variables_stay_out_of_help_and_empty_stores_are_refused() {
             stderr.contains("empty") || stderr.contains("a value is required"),
             "{variable}: {stderr}"
         );
+    }
+}
+
+/// A child leading a process group of its own: the group is killed on drop.
+struct GroupKilledOnDrop(std::process::Child);
+
+impl GroupKilledOnDrop {
+    /// SIGKILLs the whole group; whether `kill` succeeded.
+    fn kill_group(&mut self) -> bool {
+        let group = format!("-{}", self.0.id());
+        std::process::Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    }
+}
+
+impl Drop for GroupKilledOnDrop {
+    fn drop(&mut self) {
+        self.kill_group();
+        let _ = self.0.wait();
     }
 }

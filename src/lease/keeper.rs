@@ -11,6 +11,7 @@ use crate::generator::Generator;
 use crate::sync::{Arc, AtomicU64, Ordering};
 
 use super::leased::{LeaseState, LeaseStats, MAX_OUTAGE_HORIZON, Timing};
+use super::watch::{AcquireWatch, MarkWait};
 use super::{Claim, LeaseStore, NumberState, WorkerRange};
 
 /// Takes a free number of `range` and the mark to start after (see [`previous_mark`]):
@@ -82,6 +83,9 @@ pub(super) fn take_number<C: Clock>(
         return Ok((claim, previous));
     }
 }
+
+/// How often a wait for a mark says in the log how long is left.
+const WAIT_REPORT_EVERY: Duration = Duration::from_secs(10);
 
 /// How many times [`take_number`] scans the range for the nearest mark.
 const SCANS: u32 = 3;
@@ -311,14 +315,22 @@ pub(super) struct Keeper<C: Clock> {
     pub(super) control: Arc<Control>,
 }
 
-/// Stops the keeper thread, and wakes it to notice.
+/// Stops the keeper thread, and wakes it to notice; shows its waits for a mark.
 #[derive(Default)]
 pub(super) struct Control {
     stop: Mutex<bool>,
     wake: Condvar,
+    pub(super) watch: AcquireWatch,
 }
 
 impl Control {
+    pub(super) fn watched(watch: AcquireWatch) -> Control {
+        Control {
+            watch,
+            ..Control::default()
+        }
+    }
+
     pub(super) fn stopped(&self) -> bool {
         *lock(&self.stop)
     }
@@ -492,7 +504,7 @@ impl<C: Clock> Keeper<C> {
         let Some(previous) = previous else {
             return Ok(());
         };
-        let mut next_renewal = Instant::now() + self.timing.renew_every;
+        let next_renewal = Instant::now() + self.timing.renew_every;
         let behind_ms = previous
             .saturating_add(1)
             .saturating_sub(self.generator.clock().now_unix_ms());
@@ -500,6 +512,29 @@ impl<C: Clock> Keeper<C> {
             return Err(Error::ClockBehindMark { behind_ms });
         }
         let deadline = Instant::now() + limit;
+        let watch = &self.control.watch;
+        watch.set_waiting(Some(MarkWait {
+            datacenter: self.generator.datacenter(),
+            worker: self.generator.worker(),
+            until_unix_ms: previous.saturating_add(1),
+        }));
+        let waited = self.wait_for_clock(previous, deadline, next_renewal, claim, mark, meanwhile);
+        watch.set_waiting(None);
+        waited
+    }
+
+    /// The loop of [`Keeper::wait_past`]: renews the claim meanwhile, says every
+    /// [`WAIT_REPORT_EVERY`] how long is left, and gives up on a release or a cancel.
+    fn wait_for_clock(
+        &self,
+        previous: u64,
+        deadline: Instant,
+        mut next_renewal: Instant,
+        claim: &mut dyn Claim,
+        mark: u64,
+        meanwhile: &dyn Fn(),
+    ) -> Result<(), Error> {
+        let mut next_report = Instant::now() + WAIT_REPORT_EVERY;
         while self.generator.clock().now_unix_ms() <= previous {
             if Instant::now() >= deadline {
                 return Err(Error::ClockBehindMark {
@@ -518,6 +553,24 @@ impl<C: Clock> Keeper<C> {
                 return Err(Error::LeaseStore {
                     reason: "released while waiting for the previous holder's mark".to_string(),
                 });
+            }
+            if self.control.watch.gives_up() {
+                return Err(Error::LeaseStore {
+                    reason: "the acquire was cancelled while waiting for the previous holder's \
+                             mark"
+                        .to_string(),
+                });
+            }
+            if Instant::now() >= next_report {
+                log::info!(
+                    "idgen: worker {} of datacenter {} waits {} ms more for its mark",
+                    self.generator.worker(),
+                    self.generator.datacenter(),
+                    previous
+                        .saturating_add(1)
+                        .saturating_sub(self.generator.clock().now_unix_ms())
+                );
+                next_report = Instant::now() + WAIT_REPORT_EVERY;
             }
             std::thread::sleep(Duration::from_millis(1));
         }

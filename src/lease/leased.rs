@@ -18,6 +18,7 @@ use crate::sync::{Arc, AtomicU64};
 use super::keeper::{
     Control, Counters, Keeper, Marked, Marks, default_holder, keep, take_and_mark,
 };
+use super::watch::AcquireWatch;
 use super::{LeaseStore, WorkerRange};
 
 /// Where a leased generator stands, in [`LeaseStats::state`].
@@ -155,6 +156,7 @@ pub struct LeasedBuilder<C> {
     startup_wait: Option<Duration>,
     horizon: Option<Duration>,
     holder: Option<String>,
+    watch: Option<AcquireWatch>,
 }
 
 impl LeasedGenerator<DefaultClock> {
@@ -174,6 +176,7 @@ impl LeasedGenerator<DefaultClock> {
             startup_wait: None,
             horizon: None,
             holder: None,
+            watch: None,
         }
     }
 }
@@ -190,6 +193,7 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
             startup_wait: self.startup_wait,
             horizon: self.horizon,
             holder: self.holder,
+            watch: self.watch,
         }
     }
 
@@ -238,6 +242,13 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         self
     }
 
+    /// Reports this generator's waits for a mark to `watch` (at start and after a loss),
+    /// and lets `watch` cancel the acquire: see [`AcquireWatch`].
+    pub fn watch(mut self, watch: &AcquireWatch) -> Self {
+        self.watch = Some(watch.clone());
+        self
+    }
+
     fn timing(&self) -> Result<Timing, Error> {
         Timing::for_store(
             &*self.store,
@@ -276,7 +287,7 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         self.range.check(&layout)?;
         self.store.bind_layout(&layout)?;
         let holder = self.holder.clone().unwrap_or_else(default_holder);
-        let control = Arc::new(Control::default());
+        let control = Arc::new(Control::watched(self.watch.clone().unwrap_or_default()));
         let mut keepers: Vec<Keeper<C>> = Vec::with_capacity(count);
         for _ in 0..count {
             // While a number waits for its mark, the ones already taken are renewed.
@@ -309,6 +320,7 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
                 }
             }
         }
+        control.watch.acquired();
         Kept::start(keepers, control)
     }
 }

@@ -30,6 +30,7 @@ mod keeper;
 mod leased;
 mod range;
 mod store;
+mod watch;
 
 #[cfg(feature = "etcd")]
 pub use etcd::{ETCD_DEFAULT_OUTAGE_HORIZON, ETCD_DEFAULT_TTL, EtcdStore};
@@ -44,3 +45,4 @@ pub use leased::{
 };
 pub use range::WorkerRange;
 pub use store::{Claim, LeaseStore, NumberRecord, NumberState};
+pub use watch::{AcquireWatch, MarkWait};

@@ -207,7 +207,11 @@ pub fn next_id_once_free(args: &[&str], env: &[(&str, &Path)]) -> u64 {
 pub struct Service {
     pub child: Child,
     pub address: SocketAddr,
+    /// The service's own worker number, once [`Service::wait_until_serving`] has seen it
+    /// taken ([`Service::start_in`] waits for that).
     pub worker: u64,
+    /// The lines the service prints on stdout after the first, as they come.
+    lines: Mutex<mpsc::Receiver<String>>,
     /// Everything the service has written to stderr so far (its log), read as it comes.
     log: Arc<Mutex<String>>,
     /// The thread reading it: it ends when the service's stderr closes.
@@ -239,8 +243,17 @@ impl Service {
     }
 
     /// Starts `command`, an `idgen serve` that listens on a port it prints, and waits (at
-    /// most [`PROCESS_PATIENCE`]: a start may wait for marks) for that first line.
+    /// most [`PROCESS_PATIENCE`] each: a start may wait for marks) for that first line, then
+    /// for the line saying its worker number is taken.
     pub fn start_in(command: &mut Command) -> Service {
+        let mut service = Service::start_listening_in(command);
+        service.wait_until_serving();
+        service
+    }
+
+    /// Starts `command`, an `idgen serve`, and waits (at most [`PROCESS_PATIENCE`]) until it
+    /// listens: its worker number may still be being taken.
+    pub fn start_listening_in(command: &mut Command) -> Service {
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -269,7 +282,7 @@ impl Service {
         let stdout = child.stdout.take().unwrap();
         thread::spawn(move || {
             for line in BufReader::new(stdout).split(b'\n') {
-                // Only the first is awaited; the rest are read and dropped.
+                // The first two are awaited; the rest are read and dropped.
                 let (line, failed) = match line {
                     Ok(line) => (String::from_utf8_lossy(&line).into_owned(), false),
                     Err(error) => (format!("(the test could read no more: {error})"), true),
@@ -283,30 +296,13 @@ impl Service {
         let mut service = Service {
             child,
             address: SocketAddr::from(([127, 0, 0, 1], 0)),
-            worker: 0,
+            worker: u64::MAX,
+            lines: Mutex::new(lines),
             log,
             log_reader: Some(log_reader),
         };
-        let line = match lines.recv_timeout(PROCESS_PATIENCE) {
-            Ok(line) => line,
-            Err(RecvTimeoutError::Timeout) => {
-                let _ = service.child.kill();
-                let status = service.child.wait();
-                panic!(
-                    "the service printed nothing within {PROCESS_PATIENCE:?} (killed: {status:?}); \
-                     it logged:\n{}",
-                    service.full_log()
-                );
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                let status = exit_status(&mut service.child, "the service");
-                panic!(
-                    "the service ended ({status}) without listening; it logged:\n{}",
-                    service.full_log()
-                );
-            }
-        };
-        // "idgen: listening on http://127.0.0.1:PORT as worker W of datacenter D"
+        let line = service.next_line("listening");
+        // "idgen: listening on http://127.0.0.1:PORT (taking a worker number)"
         let Some(rest) = line.strip_prefix("idgen: listening on http://") else {
             let _ = service.child.kill();
             let status = service.child.wait();
@@ -315,10 +311,49 @@ impl Service {
                 service.full_log()
             );
         };
-        let mut words = rest.split_whitespace();
-        service.address = words.next().unwrap().parse().unwrap();
-        service.worker = words.nth(2).unwrap().parse().unwrap();
+        service.address = rest.split_whitespace().next().unwrap().parse().unwrap();
         service
+    }
+
+    /// Waits (at most [`PROCESS_PATIENCE`]: a start may wait for marks, or for a number to
+    /// come free) for the line saying the service's worker number is taken, and notes it.
+    pub fn wait_until_serving(&mut self) {
+        let line = self.next_line("serving");
+        // "idgen: serving as worker W of datacenter D"
+        let Some(rest) = line.strip_prefix("idgen: serving as worker ") else {
+            let _ = self.child.kill();
+            let status = self.child.wait();
+            panic!(
+                "unexpected line: {line:?}; the service ended ({status:?}) saying:\n{}",
+                self.full_log()
+            );
+        };
+        self.worker = rest.split_whitespace().next().unwrap().parse().unwrap();
+    }
+
+    /// The next line the service prints on stdout (at most [`PROCESS_PATIENCE`]); `what`
+    /// names it for the message.
+    fn next_line(&mut self, what: &str) -> String {
+        let line = self.lines.lock().unwrap().recv_timeout(PROCESS_PATIENCE);
+        match line {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = self.child.kill();
+                let status = self.child.wait();
+                panic!(
+                    "the service printed no {what} line within {PROCESS_PATIENCE:?} (killed: \
+                     {status:?}); it logged:\n{}",
+                    self.full_log()
+                );
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = exit_status(&mut self.child, "the service");
+                panic!(
+                    "the service ended ({status}) before its {what} line; it logged:\n{}",
+                    self.full_log()
+                );
+            }
+        }
     }
 
     /// What the service has logged (written to stderr) so far.

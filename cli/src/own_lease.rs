@@ -1,0 +1,222 @@
+//! The service's own worker number, taken on a thread of its own while the service already
+//! listens: a wait for a previous holder's mark, or for a number of a full range to come
+//! free (a replacement started right after a crash), is answered with 503s that say what
+//! is waited for and how long, instead of with silence or an exit.
+
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use idgen::Layout;
+use idgen::lease::{AcquireWatch, LeasedGenerator};
+
+use crate::Failure;
+use crate::lease_args::{LeaseSource, acquire_failure};
+
+/// How often a wait says in the log what it waits for.
+const REPORT_EVERY: Duration = Duration::from_secs(10);
+
+/// How often a full range is asked again for a free number.
+const RETRY_EVERY: Duration = Duration::from_millis(500);
+
+/// The thread taking the number: its result is the service's failure to take one.
+pub type Taking = JoinHandle<Result<(), Failure>>;
+
+/// The service's own lease: taken, or being taken.
+pub struct OwnLease {
+    generator: OnceLock<LeasedGenerator>,
+    /// A wait for a free number under way: why, and when it gives up (Unix ms).
+    number_wait: Mutex<Option<(String, u64)>>,
+    watch: AcquireWatch,
+}
+
+/// Where the service's own lease stands while it has none.
+pub enum Pending {
+    /// Asking the store.
+    Taking,
+    /// Holding `worker` of `datacenter`, and issuing nothing until `until_unix_ms`.
+    Mark {
+        datacenter: u64,
+        worker: u64,
+        until_unix_ms: u64,
+    },
+    /// Every number of the range is held: `why`, and the service exits at `gives_up_unix_ms`
+    /// if none comes free by then.
+    Number { why: String, gives_up_unix_ms: u64 },
+}
+
+impl OwnLease {
+    /// Starts taking a number of `source` on a thread of its own. A range that is full is
+    /// asked again until `wait_for_number` has passed; every other failure, or that one
+    /// past the bound, is the thread's result, after `failed` was called (to stop the
+    /// service).
+    pub fn start(
+        source: LeaseSource,
+        layout: Layout,
+        wait_for_number: Duration,
+        failed: impl FnOnce() + Send + 'static,
+    ) -> Result<(Arc<OwnLease>, Taking), Failure> {
+        let own = Arc::new(OwnLease {
+            generator: OnceLock::new(),
+            number_wait: Mutex::new(None),
+            watch: AcquireWatch::new(),
+        });
+        let thread = {
+            let own = Arc::clone(&own);
+            std::thread::Builder::new()
+                .name("idgen-own-lease".into())
+                .spawn(move || {
+                    let taken = own.take(&source, layout, wait_for_number);
+                    if taken.is_err() {
+                        failed();
+                    }
+                    taken
+                })
+                .map_err(|error| {
+                    Failure::runtime(format!("cannot start the lease thread: {error}"))
+                })?
+        };
+        Ok((own, thread))
+    }
+
+    fn take(
+        &self,
+        source: &LeaseSource,
+        layout: Layout,
+        wait_for_number: Duration,
+    ) -> Result<(), Failure> {
+        let gives_up = Instant::now() + wait_for_number;
+        let gives_up_unix_ms = now_unix_ms().saturating_add(millis(wait_for_number));
+        let mut next_report = Instant::now();
+        let generator = loop {
+            match source.acquire_watched(layout, &self.watch) {
+                Ok(generator) => break generator,
+                Err(error @ idgen::Error::LeaseRangeFull { .. })
+                    if Instant::now() < gives_up && !self.watch.is_cancelled() =>
+                {
+                    let why = error.to_string();
+                    if Instant::now() >= next_report {
+                        tracing::warn!(
+                            "{why}; waiting for one to come free (a holder that crashed frees \
+                             its number within its TTL), for at most {} s more",
+                            gives_up.saturating_duration_since(Instant::now()).as_secs()
+                        );
+                        next_report = Instant::now() + REPORT_EVERY;
+                    }
+                    *lock(&self.number_wait) = Some((why, gives_up_unix_ms));
+                    let retry = Instant::now() + RETRY_EVERY;
+                    while Instant::now() < retry && !self.watch.is_cancelled() {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                // Stopped by a signal meanwhile: not a failure of the service.
+                Err(error) if self.watch.is_cancelled() => {
+                    tracing::info!("stopped before a worker number was taken ({error})");
+                    return Ok(());
+                }
+                Err(error) => return Err(acquire_failure(error)),
+            }
+        };
+        *lock(&self.number_wait) = None;
+        tracing::info!(
+            worker = generator.worker(),
+            datacenter = generator.datacenter(),
+            "lease taken"
+        );
+        // The second line of output, read by scripts and tests: Snowflake IDs flow now.
+        println!(
+            "idgen: serving as worker {} of datacenter {}",
+            generator.worker(),
+            generator.datacenter()
+        );
+        // Set once, by this thread: it cannot be full.
+        let _ = self.generator.set(generator);
+        Ok(())
+    }
+
+    /// The leased generator, once taken.
+    pub fn generator(&self) -> Option<&LeasedGenerator> {
+        self.generator.get()
+    }
+
+    /// What the service waits for while it has no number.
+    pub fn pending(&self) -> Pending {
+        if let Some(wait) = self.watch.mark_wait() {
+            return Pending::Mark {
+                datacenter: wait.datacenter,
+                worker: wait.worker,
+                until_unix_ms: wait.until_unix_ms,
+            };
+        }
+        match &*lock(&self.number_wait) {
+            Some((why, gives_up_unix_ms)) => Pending::Number {
+                why: why.clone(),
+                gives_up_unix_ms: *gives_up_unix_ms,
+            },
+            None => Pending::Taking,
+        }
+    }
+
+    /// Gives up taking a number (at shutdown): a wait under way ends within milliseconds.
+    pub fn cancel(&self) {
+        self.watch.cancel();
+    }
+
+    /// The generator, for its release, once nothing else holds this.
+    pub fn into_generator(self) -> Option<LeasedGenerator> {
+        self.generator.into_inner()
+    }
+}
+
+impl Pending {
+    /// Milliseconds from `now_unix_ms` until the mark passes, for a mark wait.
+    pub fn mark_in_ms(&self, now_unix_ms: u64) -> Option<u64> {
+        match self {
+            Pending::Mark { until_unix_ms, .. } => Some(until_unix_ms.saturating_sub(now_unix_ms)),
+            _ => None,
+        }
+    }
+
+    /// Why Snowflake IDs are refused, for a 503's body.
+    pub fn refusal(&self, now_unix_ms: u64) -> String {
+        match self {
+            Pending::Taking => "no worker number yet: the service is taking one".into(),
+            Pending::Mark {
+                datacenter,
+                worker,
+                until_unix_ms,
+            } => format!(
+                "no Snowflake IDs yet: worker {worker} of datacenter {datacenter} waits {} ms \
+                 for its previous holder's mark",
+                until_unix_ms.saturating_sub(now_unix_ms)
+            ),
+            Pending::Number {
+                why,
+                gives_up_unix_ms,
+            } => format!(
+                "no Snowflake IDs yet: {why}; waiting for one to come free (the service gives \
+                 up in {} ms)",
+                gives_up_unix_ms.saturating_sub(now_unix_ms)
+            ),
+        }
+    }
+
+    /// Whole seconds a client should wait before asking again: until the mark passes, or
+    /// 1 while a number is being taken or waited for.
+    pub fn retry_after_s(&self, now_unix_ms: u64) -> u64 {
+        self.mark_in_ms(now_unix_ms)
+            .map_or(1, |ms| ms.div_ceil(1000).max(1))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+pub fn now_unix_ms() -> u64 {
+    idgen::Clock::now_unix_ms(&idgen::SystemClock)
+}
