@@ -400,6 +400,18 @@ pub fn optional_bodies_not_null(document: &mut serde_json::Value) {
     }
 }
 
+/// Limits the sequence path's `name` to `sequences` (an enum beside its pattern), so that a
+/// generated client and a contract checker see the rule the service applies.
+pub fn name_sequences(document: &mut serde_json::Value, sequences: &[&str]) {
+    let parameters = document["paths"]["/v1/sequences/{name}/next"]["post"]["parameters"]
+        .as_array_mut()
+        .into_iter()
+        .flatten();
+    for parameter in parameters.filter(|parameter| parameter["name"] == "name") {
+        parameter["schema"]["enum"] = serde_json::json!(sequences);
+    }
+}
+
 /// The document's title, description, tags and security scheme; the paths and schemas come
 /// from the routers (see `serve::document`).
 pub fn info() -> utoipa::openapi::OpenApi {

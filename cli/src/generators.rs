@@ -129,45 +129,22 @@ const MAX_TOKEN_FILE_BYTES: u64 = 4096;
 /// at most [`MAX_TOKEN_FILE_BYTES`], never quoted. A missing, unreadable, oversized,
 /// non-UTF-8 or empty file is an input error; one its group or others may use is a warning.
 pub fn read_token(token_file: &Path) -> Result<Vec<u8>, Failure> {
-    use std::io::Read;
     let flag = "--lease-api-token-file";
-    let failed = |reason: &dyn std::fmt::Display| {
-        Failure::input(format!("{flag} {}: {reason}", token_file.display()))
-    };
-    let kind = std::fs::metadata(token_file).map_err(|error| failed(&error))?;
-    if !kind.is_file() {
-        return Err(failed(&"not a regular file"));
-    }
-    let file = std::fs::File::open(token_file).map_err(|error| failed(&error))?;
-    let metadata = file.metadata().map_err(|error| failed(&error))?;
-    if !metadata.is_file() {
-        return Err(failed(&"not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_TOKEN_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|error| failed(&error))?;
-    if bytes.len() as u64 > MAX_TOKEN_FILE_BYTES {
-        return Err(failed(&format!(
-            "larger than {MAX_TOKEN_FILE_BYTES} bytes: not a token file"
+    let file = crate::operator_files::read(token_file, flag, "a token file", MAX_TOKEN_FILE_BYTES)?;
+    let token = file.text.trim();
+    if token.is_empty() {
+        return Err(Failure::input(format!(
+            "{flag} {}: the file is empty; put the bearer token in it",
+            token_file.display()
         )));
     }
-    let text = String::from_utf8(bytes).map_err(|_| failed(&"not UTF-8 text"))?;
-    let token = text.trim();
-    if token.is_empty() {
-        return Err(failed(&"the file is empty; put the bearer token in it"));
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = metadata.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            tracing::warn!(
-                "{flag} {} has mode {mode:04o}: others than its owner may read the token \
-                 (chmod 600 it)",
-                token_file.display()
-            );
-        }
+    if file.mode & 0o077 != 0 {
+        tracing::warn!(
+            "{flag} {} has mode {:04o}: others than its owner may read the token (chmod 600 \
+             it)",
+            token_file.display(),
+            file.mode
+        );
     }
     Ok(token.as_bytes().to_vec())
 }

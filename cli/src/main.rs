@@ -9,6 +9,7 @@ mod layout_args;
 mod lease_args;
 mod log;
 mod opaque;
+mod operator_files;
 mod own_lease;
 mod sequences;
 mod serve;

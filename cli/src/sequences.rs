@@ -1,7 +1,7 @@
 //! Dense sequence values: `POST /v1/sequences/{name}/next` and `idgen seq next`, over a block
 //! store (the embedded file store by default, or PostgreSQL).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -75,6 +75,106 @@ impl BlockArgs {
     }
 }
 
+/// Which sequences are served: the ones an operator declared, and with
+/// `--create-sequences` any valid name.
+#[derive(Args, Clone)]
+pub struct DeclaredArgs {
+    /// The sequences served, comma-separated (`orders,invoices`); a request for another
+    /// name is a 404 that says how to declare it. `idgen seq next` takes these too.
+    #[arg(
+        long,
+        value_name = "NAME,...",
+        value_delimiter = ',',
+        env = "IDGEN_SEQUENCES"
+    )]
+    sequences: Vec<String>,
+    /// A file declaring sequences: one name per line; blank lines and lines starting with
+    /// `#` are skipped.
+    #[arg(long, value_name = "FILE", env = "IDGEN_SEQUENCES_FILE")]
+    sequences_file: Option<PathBuf>,
+    /// Serve any valid name, creating its sequence on first use (a thread of the service
+    /// and a record in the store for each, up to --max-sequences): only where every client
+    /// is trusted, since any client can then make new sequences.
+    #[arg(long, env = "IDGEN_CREATE_SEQUENCES")]
+    create_sequences: bool,
+}
+
+/// The largest sequences file read.
+const MAX_SEQUENCES_FILE_BYTES: u64 = 1 << 20;
+
+/// The sequences served.
+pub struct Declared {
+    names: BTreeSet<SequenceName>,
+    create: bool,
+}
+
+impl DeclaredArgs {
+    /// The declared names, each checked; a bad one is bad input, named with its line.
+    pub fn declared(&self) -> Result<Declared, Failure> {
+        let mut names = BTreeSet::new();
+        for name in &self.sequences {
+            names.insert(
+                SequenceName::new(name)
+                    .map_err(|error| Failure::input(format!("--sequences: {error}")))?,
+            );
+        }
+        if let Some(path) = &self.sequences_file {
+            let flag = "--sequences-file";
+            let file = crate::operator_files::read(
+                path,
+                flag,
+                "a list of sequences",
+                MAX_SEQUENCES_FILE_BYTES,
+            )?;
+            for (number, line) in file.text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                names.insert(SequenceName::new(line).map_err(|error| {
+                    Failure::input(format!(
+                        "{flag} {} line {}: {error}",
+                        path.display(),
+                        number + 1
+                    ))
+                })?);
+            }
+        }
+        Ok(Declared {
+            names,
+            create: self.create_sequences,
+        })
+    }
+}
+
+impl Declared {
+    /// Whether `name` is served.
+    pub fn allows(&self, name: &SequenceName) -> bool {
+        self.create || self.names.contains(name)
+    }
+
+    /// Why `name` is not served, and how to serve it.
+    pub fn refusal(&self, name: &SequenceName) -> String {
+        format!(
+            "sequence {name} is not declared: only declared sequences are served; declare it \
+             with --sequences NAME,... or a line of --sequences-file FILE (or start the \
+             service with --create-sequences to create any name on first use)"
+        )
+    }
+
+    /// The names a request may use, for the document's enum: `None` when any name is (with
+    /// `--create-sequences`), or when none is declared (every request is then a 404).
+    pub fn enumerated(&self) -> Option<Vec<&str>> {
+        (!self.create && !self.names.is_empty())
+            .then(|| self.names.iter().map(SequenceName::as_str).collect())
+    }
+
+    /// How many sequences at most: the declared ones, or, with `--create-sequences`, any.
+    pub fn count(&self) -> Option<usize> {
+        (!self.create).then_some(self.names.len())
+    }
+}
+
 /// The service's sequences: one allocator per name, made on first use.
 pub struct Sequences {
     /// The store, or why there is none (the default directory could not be opened: the
@@ -84,16 +184,19 @@ pub struct Sequences {
     allocators: Mutex<Option<HashMap<SequenceName, Arc<BlockAllocator>>>>,
     max_sequences: usize,
     max_batch: usize,
+    declared: Declared,
     pub values_issued: AtomicU64,
 }
 
 impl Sequences {
     pub fn new(
         store: Result<Arc<dyn BlockStore>, String>,
+        declared: Declared,
         max_sequences: usize,
         max_batch: usize,
     ) -> Sequences {
         Sequences {
+            declared,
             store,
             allocators: Mutex::new(Some(HashMap::new())),
             max_sequences,
@@ -102,8 +205,12 @@ impl Sequences {
         }
     }
 
-    /// The allocator of `name`, made if new (each has a fetcher thread, hence the cap).
-    fn allocator(&self, name: &SequenceName) -> Result<Arc<BlockAllocator>, ApiError> {
+    /// The allocator of `name`, made if new (each has a fetcher thread, hence the cap),
+    /// and whether this call made it.
+    fn allocator(&self, name: &SequenceName) -> Result<(Arc<BlockAllocator>, bool), ApiError> {
+        if !self.declared.allows(name) {
+            return Err(ApiError(StatusCode::NOT_FOUND, self.declared.refusal(name)));
+        }
         let unavailable = |message: String| ApiError(StatusCode::SERVICE_UNAVAILABLE, message);
         let store = self
             .store
@@ -117,7 +224,7 @@ impl Sequences {
             return Err(unavailable("the service is shutting down".into()));
         };
         if let Some(allocator) = allocators.get(name) {
-            return Ok(Arc::clone(allocator));
+            return Ok((Arc::clone(allocator), false));
         }
         if allocators.len() >= self.max_sequences {
             return Err(ApiError(
@@ -133,7 +240,35 @@ impl Sequences {
             .map_err(|error| ApiError(StatusCode::SERVICE_UNAVAILABLE, error.to_string()))?;
         let allocator = Arc::new(allocator);
         allocators.insert(name.clone(), Arc::clone(&allocator));
-        Ok(allocator)
+        Ok((allocator, true))
+    }
+
+    /// Values of `name`. A sequence made for this call whose first grant failed is not
+    /// kept: no thread, no slot of --max-sequences, for a name that never got a value.
+    fn next_values(&self, name: &SequenceName, count: usize) -> Result<Vec<u64>, ApiError> {
+        let (allocator, made) = self.allocator(name)?;
+        let values = allocator.next_n(count).map_err(api_error);
+        if values.is_err() && made {
+            let stats = allocator.stats();
+            let never_granted = stats.round_trips == stats.failed_round_trips;
+            let forgotten = never_granted && {
+                let mut allocators = self
+                    .allocators
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                allocators.as_mut().is_some_and(|allocators| {
+                    let ours = allocators
+                        .get(name)
+                        .is_some_and(|kept| Arc::ptr_eq(kept, &allocator));
+                    ours && allocators.remove(name).is_some()
+                })
+            };
+            if forgotten {
+                // Nothing to give back: this only stops its fetcher.
+                let _ = allocator.close();
+            }
+        }
+        values
     }
 
     /// Store round trips of every allocator, and how many allocators there are.
@@ -218,6 +353,9 @@ pub fn routes() -> OpenApiRouter<Arc<Sequences>> {
         (status = 200, description = "The values, increasing, with no gap between them",
             body = SequenceValues),
         BodyRefusals,
+        (status = 404, description = "The sequence is not declared: only the names the \
+            service was started with (--sequences, --sequences-file) are served, unless it \
+            creates any name on first use (--create-sequences)", body = ErrorBody),
         (status = 409, description = "The sequence reached the end of its range \
             (2^63 - 1)", body = ErrorBody),
         (status = 500, description = "The sequence stopped for good: its store went back \
@@ -263,12 +401,9 @@ async fn next_values(
     // async worker.
     let values = {
         let sequences = Arc::clone(&sequences);
-        tokio::task::spawn_blocking(move || {
-            let allocator = sequences.allocator(&name)?;
-            allocator.next_n(count).map_err(api_error)
-        })
-        .await
-        .map_err(|error| ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))??
+        tokio::task::spawn_blocking(move || sequences.next_values(&name, count))
+            .await
+            .map_err(|error| ApiError(StatusCode::INTERNAL_SERVER_ERROR, error.to_string()))??
     };
     sequences
         .values_issued
@@ -313,6 +448,8 @@ struct SeqNextArgs {
     count: u64,
     #[command(flatten)]
     store: BlockArgs,
+    #[command(flatten)]
+    declared: DeclaredArgs,
 }
 
 /// The most values `idgen seq next` prints at once.
@@ -323,6 +460,10 @@ impl SeqArgs {
         let SeqCommand::Next(args) = self.command;
         let name =
             SequenceName::new(&args.name).map_err(|error| Failure::input(error.to_string()))?;
+        let declared = args.declared.declared()?;
+        if !declared.allows(&name) {
+            return Err(Failure::input(declared.refusal(&name)));
+        }
         if !(1..=MAX_SEQ_COUNT).contains(&args.count) {
             return Err(Failure::input(format!(
                 "-n must be from 1 to {MAX_SEQ_COUNT}; got {}",

@@ -36,7 +36,7 @@ use crate::lease_args::{LeaseArgs, acquire_failure, parse_duration};
 use crate::log::LogFormat;
 use crate::opaque::{self, Form};
 use crate::own_lease::{OwnLease, Pending};
-use crate::sequences::{self, BlockArgs, Sequences};
+use crate::sequences::{self, BlockArgs, DeclaredArgs, Sequences};
 use crate::{Failure, kinds, layout_info};
 use idgen_cli::input;
 
@@ -96,6 +96,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     blocks: BlockArgs,
     #[command(flatten)]
+    declared: DeclaredArgs,
+    #[command(flatten)]
     lease: LeaseArgs,
     #[command(flatten)]
     layout: LayoutArgs,
@@ -104,6 +106,8 @@ pub struct ServeArgs {
 struct Service {
     /// The service's own worker number, for Snowflake IDs: taken, or being taken.
     own: Arc<OwnLease>,
+    /// The OpenAPI document served, naming the declared sequences.
+    document: String,
     /// UUIDv7s and ULIDs: no worker number, no lease.
     counted: CountedGenerators,
     lease_api: Option<Arc<LeaseApi>>,
@@ -180,6 +184,17 @@ fn run_logged(args: ServeArgs) -> Result<(), Failure> {
     if args.max_sequences == 0 {
         return Err(Failure::input("--max-sequences must be at least 1"));
     }
+    let declared = args.declared.declared()?;
+    if let Some(count) = declared.count()
+        && count > args.max_sequences
+    {
+        return Err(Failure::input(format!(
+            "{count} sequences are declared, more than --max-sequences {}",
+            args.max_sequences
+        )));
+    }
+    // The document served names the declared sequences.
+    let document = document_text_naming(declared.enumerated().as_deref());
     // Connecting to PostgreSQL blocks: before the runtime, like the lease. A store named by
     // a flag must open; the default directory may fail (no HOME, a read-only disk) without
     // stopping the IDs: sequence requests then get a 503 saying why.
@@ -191,7 +206,12 @@ fn run_logged(args: ServeArgs) -> Result<(), Failure> {
         }
         Err(failure) => return Err(failure),
     };
-    let sequences = Arc::new(Sequences::new(store, args.max_sequences, args.max_batch));
+    let sequences = Arc::new(Sequences::new(
+        store,
+        declared,
+        args.max_sequences,
+        args.max_batch,
+    ));
     let mut source = args.lease.source(layout)?;
     source.holder = Some(format!("idgen serve, pid {}", std::process::id()));
     // A store that serves another layout, or an etcd namespace never initialised, is bad
@@ -216,6 +236,7 @@ fn run_logged(args: ServeArgs) -> Result<(), Failure> {
     })?;
     let service = Arc::new(Service {
         own: Arc::clone(&own),
+        document,
         counted,
         lease_api,
         sequences: Arc::clone(&sequences),
@@ -357,10 +378,20 @@ pub fn document() -> utoipa::openapi::OpenApi {
     document
 }
 
-/// The document as served and committed (`docs/openapi.json`): pretty, with a final newline.
+/// The document as committed (`docs/openapi.json`) and served when no sequence is
+/// declared: pretty, with a final newline.
 pub fn document_text() -> String {
+    document_text_naming(None)
+}
+
+/// The document, the sequence path's `name` limited to `sequences` when given (the
+/// declared ones).
+fn document_text_naming(sequences: Option<&[&str]>) -> String {
     let written = serde_json::to_value(document()).and_then(|mut document| {
         api::optional_bodies_not_null(&mut document);
+        if let Some(sequences) = sequences {
+            api::name_sequences(&mut document, sequences);
+        }
         serde_json::to_string_pretty(&document)
     });
     // Plain data: it cannot fail; if it ever did, the document says so (and the test that
@@ -786,12 +817,15 @@ async fn healthz(State(service): State<Arc<Service>>) -> Response {
     path = "/openapi.json",
     tag = "operations",
     responses((status = 200, description = "The OpenAPI 3.1 document of this service, the \
-        same whatever its flags", body = Object, content_type = "application/json"))
+        same whatever its flags but one: with sequences declared, the sequence name is one \
+        of them (an enum)", body = Object, content_type = "application/json"))
 )]
-async fn openapi() -> Response {
-    // The same for the life of the process: made once.
-    static TEXT: std::sync::LazyLock<String> = std::sync::LazyLock::new(document_text);
-    ([(header::CONTENT_TYPE, "application/json")], TEXT.as_str()).into_response()
+async fn openapi(State(service): State<Arc<Service>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        service.document.clone(),
+    )
+        .into_response()
 }
 
 /// The service's counters, gauges and request-latency histogram.

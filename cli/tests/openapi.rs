@@ -1,6 +1,6 @@
-//! The OpenAPI document: one document whatever the flags, the same as `docs/openapi.json`
-//! and `idgen openapi`, and naming exactly the fields, parameters, values and routes the
-//! service takes. (schemathesis, in `cli/tests/contract/run`, checks the answers.)
+//! The OpenAPI document: one document whatever the flags (but the declared sequences'
+//! names), the same as `docs/openapi.json` and `idgen openapi`, and naming exactly the
+//! fields, parameters, values and routes the service takes. (schemathesis, in `cli/tests/contract/run`, checks the answers.)
 
 mod common;
 
@@ -62,6 +62,26 @@ fn the_served_document_is_the_committed_one_whatever_the_flags() {
     assert!(status.success(), "{stderr}");
     assert!(stdout == committed(), "idgen openapi: {stale}");
     assert_eq!(document()["openapi"], "3.1.0");
+    // With sequences declared, the one difference: the sequence name is one of them.
+    let service = Service::start(
+        &new_lease_dir("openapi-declared"),
+        &["--sequences", "orders,invoices"],
+    );
+    let mut served: Value = service.get("/openapi.json").json();
+    let parameters = served["paths"]["/v1/sequences/{name}/next"]["post"]["parameters"]
+        .as_array_mut()
+        .unwrap();
+    let name = parameters
+        .iter_mut()
+        .find(|parameter| parameter["name"] == "name")
+        .unwrap();
+    let names = name["schema"]
+        .as_object_mut()
+        .unwrap()
+        .remove("enum")
+        .unwrap();
+    assert_eq!(names, serde_json::json!(["invoices", "orders"]));
+    assert_eq!(served, document());
 }
 
 /// Every operation the document names, as (method, path).

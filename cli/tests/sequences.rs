@@ -25,7 +25,8 @@ fn values(reply: &common::Reply) -> Vec<u64> {
 #[test]
 fn values_are_dense_increasing_strings_and_a_clean_restart_leaves_no_gap() {
     let lease_dir = new_lease_dir("seq-restart");
-    let service = Service::start(&lease_dir, &[]);
+    let declared = ["--sequences", "orders,invoices-eu_2"];
+    let service = Service::start(&lease_dir, &declared);
     assert_eq!(
         values(&service.post_json("/v1/sequences/orders/next", r#"{"count": 3}"#)),
         vec![1, 2, 3]
@@ -46,7 +47,7 @@ fn values_are_dense_increasing_strings_and_a_clean_restart_leaves_no_gap() {
     );
     assert!(service.terminate().success());
     // SIGTERM closed the allocators: the unused values went back.
-    let service = Service::start(&lease_dir, &[]);
+    let service = Service::start(&lease_dir, &declared);
     assert_eq!(
         values(&service.post_json("/v1/sequences/orders/next", r#"{"count": 2}"#)),
         vec![6, 7]
@@ -62,6 +63,8 @@ fn values_are_dense_increasing_strings_and_a_clean_restart_leaves_no_gap() {
         "3",
         "--blocks-dir",
         blocks_dir.to_str().unwrap(),
+        "--sequences",
+        "orders",
     ]);
     assert!(status.success(), "{err}");
     assert_eq!(out, "8\n9\n10\n");
@@ -69,7 +72,10 @@ fn values_are_dense_increasing_strings_and_a_clean_restart_leaves_no_gap() {
 
 #[test]
 fn bad_names_counts_and_bodies_are_400s() {
-    let service = Service::start(&new_lease_dir("seq-bad"), &["--max-batch", "100"]);
+    let service = Service::start(
+        &new_lease_dir("seq-bad"),
+        &["--max-batch", "100", "--create-sequences"],
+    );
     for name in ["Orders", "a.b", "a%2Fb", "%C3%A9", "a%20b", &"x".repeat(65)] {
         let reply = service.post_json(&format!("/v1/sequences/{name}/next"), r#"{"count": 1}"#);
         assert_eq!(reply.status, 400, "{name}: {:?}", reply.body);
@@ -111,7 +117,10 @@ fn bad_names_counts_and_bodies_are_400s() {
 
 #[test]
 fn a_service_caps_the_number_of_sequences() {
-    let service = Service::start(&new_lease_dir("seq-cap"), &["--max-sequences", "2"]);
+    let service = Service::start(
+        &new_lease_dir("seq-cap"),
+        &["--max-sequences", "2", "--create-sequences"],
+    );
     for name in ["a", "b"] {
         let reply = service.post_json(&format!("/v1/sequences/{name}/next"), r#"{"count": 1}"#);
         assert_eq!(values(&reply), vec![1]);
@@ -161,7 +170,17 @@ fn the_seq_command_refuses_bad_input_with_exit_2() {
         "postgresql://x@127.0.0.1/x",
     ]);
     assert_eq!(status.code(), Some(2), "{err}");
-    let (status, out, err) = idgen(&["seq", "next", "orders", "-n", "2", "--blocks-dir", dir]);
+    let (status, out, err) = idgen(&[
+        "seq",
+        "next",
+        "orders",
+        "-n",
+        "2",
+        "--blocks-dir",
+        dir,
+        "--sequences",
+        "orders",
+    ]);
     assert!(status.success(), "{err}");
     assert_eq!(out, "1\n2\n");
 }
@@ -188,6 +207,7 @@ fn postgres_behind_the_same_endpoint_and_the_end_of_the_range_is_a_409() {
             lease_dir.to_str().unwrap(),
             "--postgres",
             &url,
+            "--create-sequences",
         ])
     };
     let service = pg_service("seq-pg");
@@ -197,7 +217,17 @@ fn postgres_behind_the_same_endpoint_and_the_end_of_the_range_is_a_409() {
         vec![1, 2, 3, 4]
     );
     // Another process (the operator's command) shares the sequence: no value twice.
-    let (status, out, err) = idgen(&["seq", "next", &name, "-n", "2", "--postgres", &url]);
+    let (status, out, err) = idgen(&[
+        "seq",
+        "next",
+        &name,
+        "-n",
+        "2",
+        "--postgres",
+        &url,
+        "--sequences",
+        &name,
+    ]);
     assert!(status.success(), "{err}");
     let theirs: Vec<u64> = out.lines().map(|line| line.parse().unwrap()).collect();
     assert!(theirs.iter().all(|v| *v > 4), "{theirs:?}");
@@ -233,7 +263,7 @@ fn a_damaged_store_is_a_503_and_a_name_that_is_not_utf8_a_json_400() {
     let blocks_dir = lease_dir.with_file_name("blocks");
     std::fs::create_dir_all(blocks_dir.join("orders")).unwrap();
     std::fs::write(blocks_dir.join("orders/next"), "not a record").unwrap();
-    let service = Service::start(&lease_dir, &[]);
+    let service = Service::start(&lease_dir, &["--sequences", "orders,invoices"]);
     let reply = service.post_json("/v1/sequences/orders/next", r#"{"count": 1}"#);
     assert_eq!(reply.status, 503, "{:?}", reply.body);
     assert!(
@@ -259,7 +289,8 @@ fn without_a_usable_default_store_ids_are_served_and_sequences_say_why_not() {
     std::fs::write(&not_a_dir, "").unwrap();
     let service = Service::start_in(
         common::idgen_command()
-            .args(["serve", "--listen", "127.0.0.1:0", "--lease-dir"])
+            .args(["serve", "--listen", "127.0.0.1:0", "--sequences", "orders"])
+            .arg("--lease-dir")
             .arg(&lease_dir)
             .env("XDG_STATE_HOME", &not_a_dir),
     );
@@ -276,7 +307,7 @@ fn without_a_usable_default_store_ids_are_served_and_sequences_say_why_not() {
     );
     // The operator's command does not make a store of its own either.
     let (status, out, err) = common::idgen_with_env(
-        &["seq", "next", "orders"],
+        &["seq", "next", "orders", "--sequences", "orders"],
         &[("XDG_STATE_HOME", &not_a_dir)],
     );
     assert_eq!(status.code(), Some(1), "{err}");
@@ -290,13 +321,14 @@ fn a_sequence_named_roster_is_served_and_stops_no_other() {
     // Issue 24: on a fresh blocks directory, `roster` took the place of the store's roster
     // file, and every other sequence was a 503 from then on, across restarts.
     let lease_dir = new_lease_dir("seq-roster");
-    let service = Service::start(&lease_dir, &[]);
+    // Any name a client sends, as a service that creates sequences on first use takes it.
+    let service = Service::start(&lease_dir, &["--create-sequences"]);
     for name in ["roster", "orders"] {
         let reply = service.post_json(&format!("/v1/sequences/{name}/next"), r#"{"count": 1}"#);
         assert_eq!(values(&reply), vec![1], "{name}");
     }
     assert!(service.terminate().success());
-    let service = Service::start(&lease_dir, &[]);
+    let service = Service::start(&lease_dir, &["--create-sequences"]);
     assert_eq!(
         values(&service.post_json("/v1/sequences/invoices/next", r#"{"count": 1}"#)),
         vec![1]
@@ -305,5 +337,136 @@ fn a_sequence_named_roster_is_served_and_stops_no_other() {
     for name in ["roster", "orders"] {
         let reply = service.post_json(&format!("/v1/sequences/{name}/next"), r#"{"count": 1}"#);
         assert_eq!(values(&reply), vec![2], "{name}");
+    }
+}
+
+#[test]
+fn only_declared_sequences_are_served_and_an_undeclared_name_is_a_404_that_says_how() {
+    let lease_dir = new_lease_dir("seq-declared");
+    let blocks_dir = lease_dir.with_file_name("blocks");
+    let list = lease_dir.with_file_name("sequences");
+    std::fs::write(&list, "# the operator's list\ninvoices\n\n  refunds  \n").unwrap();
+    let service = Service::start(
+        &lease_dir,
+        &[
+            "--sequences",
+            "orders",
+            "--sequences-file",
+            list.to_str().unwrap(),
+        ],
+    );
+    for name in ["orders", "invoices", "refunds"] {
+        let reply = service.post_json(&format!("/v1/sequences/{name}/next"), r#"{"count": 1}"#);
+        assert_eq!(values(&reply), vec![1], "{name}");
+    }
+    // Undeclared: a 404 naming the ways to declare it, and nothing made for it: no
+    // allocator (the metric), no directory in the store.
+    for name in ["payments", "roster", "x"] {
+        let reply = service.post_json(&format!("/v1/sequences/{name}/next"), r#"{"count": 1}"#);
+        assert_eq!(reply.status, 404, "{name}: {}", reply.body);
+        let error = reply.error();
+        assert!(
+            error.contains("not declared")
+                && error.contains("--sequences")
+                && error.contains("--create-sequences"),
+            "{error}"
+        );
+        assert!(!blocks_dir.join(name).exists(), "{name}");
+    }
+    let metrics = service.get("/metrics").body;
+    assert!(metrics.contains("idgen_sequences 3\n"), "{metrics}");
+    // The served document names exactly the declared sequences.
+    let document: serde_json::Value = service.get("/openapi.json").json();
+    let parameters = &document["paths"]["/v1/sequences/{name}/next"]["post"]["parameters"];
+    let name = parameters
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|parameter| parameter["name"] == "name")
+        .unwrap();
+    assert_eq!(
+        name["schema"]["enum"],
+        serde_json::json!(["invoices", "orders", "refunds"])
+    );
+    assert!(document["paths"]["/v1/sequences/{name}/next"]["post"]["responses"]["404"].is_object());
+    // The operator's command reads the same declarations.
+    let blocks = blocks_dir.to_str().unwrap();
+    let (status, out, err) = idgen(&["seq", "next", "payments", "--blocks-dir", blocks]);
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(out.is_empty() && err.contains("not declared"), "{err}");
+    let (status, out, err) = idgen(&[
+        "seq",
+        "next",
+        "refunds",
+        "--blocks-dir",
+        blocks,
+        "--sequences-file",
+        list.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{err}");
+    assert!(out.trim().parse::<u64>().unwrap() > 1, "{out}");
+}
+
+#[test]
+fn bad_declarations_are_refused_at_start_with_exit_2() {
+    let dir = temp_dir("seq-bad-declared");
+    let list = dir.join("sequences");
+    std::fs::write(&list, "orders\nNot-A-Name\n").unwrap();
+    let fifo = dir.join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let lease_dir = dir.join("leases");
+    let lease_dir = lease_dir.to_str().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--sequences", "orders,Bad"], "--sequences"),
+        (&["--sequences-file", list.to_str().unwrap()], "line 2"),
+        // A FIFO would block the start for ever if it were opened.
+        (
+            &["--sequences-file", fifo.to_str().unwrap()],
+            "not a regular file",
+        ),
+        (
+            &["--sequences", "a,b,c", "--max-sequences", "2"],
+            "more than --max-sequences",
+        ),
+    ];
+    for (flags, said) in cases {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--lease-dir", lease_dir];
+        args.extend(flags);
+        let (status, out, err) = idgen(&args);
+        assert_eq!(status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(said), "{flags:?}: {err}");
+        assert!(!out.contains("listening"), "{flags:?}: {out}");
+    }
+}
+
+#[test]
+fn a_sequence_whose_first_grant_fails_is_not_kept() {
+    // A store that refuses every grant (the blocks directory is not writable: a file
+    // stands where the sequence's directory would go, for each name tried).
+    let lease_dir = new_lease_dir("seq-failed-grant");
+    let blocks_dir = lease_dir.with_file_name("blocks");
+    let service = Service::start(&lease_dir, &["--create-sequences", "--max-sequences", "2"]);
+    for name in ["a", "b", "c", "d"] {
+        std::fs::write(blocks_dir.join(name), "in the way").unwrap();
+        let reply = service.post_json(&format!("/v1/sequences/{name}/next"), r#"{"count": 1}"#);
+        assert_eq!(reply.status, 503, "{name}: {}", reply.body);
+        // Never "serves at most 2 sequences": the failed names took no slot.
+        assert!(
+            !reply.error().contains("--max-sequences"),
+            "{}",
+            reply.error()
+        );
+    }
+    let metrics = service.get("/metrics").body;
+    assert!(metrics.contains("idgen_sequences 0\n"), "{metrics}");
+    for name in ["e", "f"] {
+        let reply = service.post_json(&format!("/v1/sequences/{name}/next"), r#"{"count": 1}"#);
+        assert_eq!(values(&reply), vec![1], "{name}");
     }
 }
