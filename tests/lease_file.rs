@@ -1223,3 +1223,21 @@ fn a_watch_shows_the_wait_for_a_mark_at_start_and_its_cancel_releases_the_number
     assert_eq!(released.load(Ordering::SeqCst), released_before + 1);
     assert_eq!(watch.mark_wait(), None);
 }
+
+#[test]
+fn a_watch_cancelled_before_the_acquire_makes_it_fail_and_hold_nothing() {
+    let dir = new_store_dir("cancelled-first");
+    let watch = AcquireWatch::new();
+    watch.cancel();
+    let error = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-0"))
+        .watch(&watch)
+        .acquire()
+        .unwrap_err();
+    assert!(error.to_string().contains("cancelled"), "{error}");
+    // Nothing held: the number is free for the next process at once.
+    let next = LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-0"))
+        .startup_wait(Duration::ZERO)
+        .acquire()
+        .unwrap();
+    next.next_id().unwrap();
+}

@@ -316,8 +316,9 @@ mod described {
     #[derive(IntoResponses)]
     pub enum StoreAway {
         /// The lease store cannot be reached, or every one of the service's 64 slots for
-        /// store calls stayed busy for 5 s (or no thread could be started to call it): keep
-        /// to the terms you have and retry.
+        /// store calls stayed busy for 5 s (or no thread could be started to call it), or
+        /// (a new lease) the service is still taking its own worker number: keep to the
+        /// terms you have and retry.
         #[response(
             status = 503,
             headers(("Retry-After" = u32, description = "Seconds to wait: 1"))

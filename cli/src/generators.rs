@@ -24,6 +24,7 @@ use crate::api::{
     LeaseTerms, RELEASE_BODY_FIELDS, ReleaseRequest, StoreAway,
 };
 use crate::lease_args::LeaseSource;
+use crate::own_lease::OwnLease;
 use crate::serve::{ApiError, read_json_object};
 use crate::{Failure, layout_info};
 
@@ -38,6 +39,9 @@ pub struct LeaseApi {
     token: Vec<u8>,
     source: LeaseSource,
     layout: Layout,
+    /// The service's own number: until it is taken, no number is leased to clients (they
+    /// could take every number that comes free first).
+    own: Arc<OwnLease>,
     leases: Mutex<HashMap<String, Entry>>,
 }
 
@@ -55,11 +59,17 @@ enum Entry {
 
 impl LeaseApi {
     /// The API on `source`, answering requests that carry `token` (see [`read_token`]).
-    pub fn new(token: Vec<u8>, source: LeaseSource, layout: Layout) -> LeaseApi {
+    pub fn new(
+        token: Vec<u8>,
+        source: LeaseSource,
+        layout: Layout,
+        own: Arc<OwnLease>,
+    ) -> LeaseApi {
         LeaseApi {
             token,
             source,
             layout,
+            own,
             leases: Mutex::new(HashMap::new()),
         }
     }
@@ -289,6 +299,14 @@ async fn lease_inner(
     let api = authorised(api, &headers)?;
     let fields = read_json_object(&headers, body, r#"{"holder": "billing-7f9c"}"#).await?;
     let holder = holder_name(&fields)?;
+    if api.own.generator().is_none() {
+        return Err(ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the service is still taking its own worker number; no number is leased before \
+             it has one"
+                .into(),
+        ));
+    }
     let taken = {
         let (api, holder) = (Arc::clone(&api), holder.clone());
         off_runtime(move || {

@@ -3,8 +3,8 @@
 //! free (a replacement started right after a crash), is answered with 503s that say what
 //! is waited for and how long, instead of with silence or an exit.
 
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::thread::JoinHandle;
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use idgen::Layout;
@@ -16,11 +16,46 @@ use crate::lease_args::{LeaseSource, acquire_failure};
 /// How often a wait says in the log what it waits for.
 const REPORT_EVERY: Duration = Duration::from_secs(10);
 
-/// How often a full range is asked again for a free number.
-const RETRY_EVERY: Duration = Duration::from_millis(500);
+/// The first pause before a full range is asked again for a free number; it doubles, up
+/// to a quarter of the TTL (at most [`RETRY_AT_MOST`]): each ask is a scan of the range.
+const RETRY_FIRST: Duration = Duration::from_millis(250);
 
-/// The thread taking the number: its result is the service's failure to take one.
-pub type Taking = JoinHandle<Result<(), Failure>>;
+/// The longest pause between two asks of a full range.
+const RETRY_AT_MOST: Duration = Duration::from_secs(5);
+
+/// How long a stop waits for the thread taking the number once told to give up: a store
+/// call under way may hang (a lock held by a paused process). Past it the process exits
+/// without it: its locks and its etcd lease end with it, and its mark is written ahead.
+const GIVE_UP_WITHIN: Duration = Duration::from_secs(5);
+
+/// The thread taking the service's number; its result comes on `done`.
+pub struct Taking {
+    done: mpsc::Receiver<Result<(), Failure>>,
+}
+
+impl Taking {
+    /// The thread's result once it ended, within [`GIVE_UP_WITHIN`]; `None` if it did not.
+    pub fn result(self) -> Option<Result<(), Failure>> {
+        match self.done.recv_timeout(GIVE_UP_WITHIN) {
+            Ok(result) => Some(result),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Some(Err(Failure::runtime(
+                "the thread taking the worker number panicked",
+            ))),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+        }
+    }
+}
+
+/// Calls its function on drop unless disarmed: a thread that panics stops the service too.
+struct OnDrop<F: FnOnce()>(Option<F>);
+
+impl<F: FnOnce()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        if let Some(call) = self.0.take() {
+            call();
+        }
+    }
+}
 
 /// The service's own lease: taken, or being taken.
 pub struct OwnLease {
@@ -46,10 +81,10 @@ pub enum Pending {
 }
 
 impl OwnLease {
-    /// Starts taking a number of `source` on a thread of its own. A range that is full is
-    /// asked again until `wait_for_number` has passed; every other failure, or that one
-    /// past the bound, is the thread's result, after `failed` was called (to stop the
-    /// service).
+    /// Starts taking a number of `source` on a thread of its own. A range whose numbers
+    /// are held by live processes is asked again until `wait_for_number` has passed; every
+    /// other failure, or that one past the bound, is the thread's result, after `failed`
+    /// was called (to stop the service), as it is if the thread panics.
     pub fn start(
         source: LeaseSource,
         layout: Layout,
@@ -61,22 +96,25 @@ impl OwnLease {
             number_wait: Mutex::new(None),
             watch: AcquireWatch::new(),
         });
-        let thread = {
+        let (sender, done) = mpsc::channel();
+        {
             let own = Arc::clone(&own);
             std::thread::Builder::new()
                 .name("idgen-own-lease".into())
                 .spawn(move || {
+                    let mut failed = OnDrop(Some(failed));
                     let taken = own.take(&source, layout, wait_for_number);
-                    if taken.is_err() {
-                        failed();
+                    if taken.is_ok() {
+                        failed.0 = None;
                     }
-                    taken
+                    drop(failed);
+                    let _ = sender.send(taken);
                 })
                 .map_err(|error| {
                     Failure::runtime(format!("cannot start the lease thread: {error}"))
-                })?
-        };
-        Ok((own, thread))
+                })?;
+        }
+        Ok((own, Taking { done }))
     }
 
     fn take(
@@ -87,12 +125,17 @@ impl OwnLease {
     ) -> Result<(), Failure> {
         let gives_up = Instant::now() + wait_for_number;
         let gives_up_unix_ms = now_unix_ms().saturating_add(millis(wait_for_number));
+        let retry_at_most = (source.store.ttl() / 4).clamp(RETRY_FIRST, RETRY_AT_MOST);
+        let mut retry = RETRY_FIRST;
         let mut next_report = Instant::now();
         let generator = loop {
-            match source.acquire_watched(layout, &self.watch) {
+            let acquired = source.acquire_watched(layout, &self.watch);
+            match acquired {
                 Ok(generator) => break generator,
-                Err(error @ idgen::Error::LeaseRangeFull { .. })
-                    if Instant::now() < gives_up && !self.watch.is_cancelled() =>
+                // Held by live processes: one may stop, or crash and free its number
+                // within its TTL. (Numbers that are only unusable never come free.)
+                Err(error @ idgen::Error::LeaseRangeFull { held, .. })
+                    if held > 0 && Instant::now() < gives_up && !self.watch.is_cancelled() =>
                 {
                     let why = error.to_string();
                     if Instant::now() >= next_report {
@@ -104,10 +147,11 @@ impl OwnLease {
                         next_report = Instant::now() + REPORT_EVERY;
                     }
                     *lock(&self.number_wait) = Some((why, gives_up_unix_ms));
-                    let retry = Instant::now() + RETRY_EVERY;
-                    while Instant::now() < retry && !self.watch.is_cancelled() {
+                    let until = (Instant::now() + retry).min(gives_up);
+                    while Instant::now() < until && !self.watch.is_cancelled() {
                         std::thread::sleep(Duration::from_millis(20));
                     }
+                    retry = (retry * 2).min(retry_at_most);
                 }
                 // Stopped by a signal meanwhile: not a failure of the service.
                 Err(error) if self.watch.is_cancelled() => {
@@ -117,20 +161,25 @@ impl OwnLease {
                 Err(error) => return Err(acquire_failure(error)),
             }
         };
-        *lock(&self.number_wait) = None;
-        tracing::info!(
-            worker = generator.worker(),
-            datacenter = generator.datacenter(),
-            "lease taken"
-        );
-        // The second line of output, read by scripts and tests: Snowflake IDs flow now.
-        println!(
-            "idgen: serving as worker {} of datacenter {}",
-            generator.worker(),
-            generator.datacenter()
-        );
-        // Set once, by this thread: it cannot be full.
+        if self.watch.is_cancelled() {
+            // Taken as the stop came: given back at once, nothing issued.
+            let released = generator.release();
+            tracing::info!("stopped as the worker number was taken; released: {released:?}");
+            return Ok(());
+        }
+        let (worker, datacenter) = (generator.worker(), generator.datacenter());
+        // Set once, by this thread: it cannot be full. Set before the line that says so.
         let _ = self.generator.set(generator);
+        *lock(&self.number_wait) = None;
+        tracing::info!(worker, datacenter, "lease taken");
+        // The second line of output, read by scripts and tests: Snowflake IDs flow now. A
+        // closed stdout (a reader gone) is no reason to stop serving.
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(
+            stdout,
+            "idgen: serving as worker {worker} of datacenter {datacenter}"
+        )
+        .and_then(|()| stdout.flush());
         Ok(())
     }
 
@@ -142,6 +191,8 @@ impl OwnLease {
     /// What the service waits for while it has no number.
     pub fn pending(&self) -> Pending {
         if let Some(wait) = self.watch.mark_wait() {
+            // A number is held: the wait for a free one is over.
+            *lock(&self.number_wait) = None;
             return Pending::Mark {
                 datacenter: wait.datacenter,
                 worker: wait.worker,

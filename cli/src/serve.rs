@@ -48,6 +48,9 @@ pub const MAX_BODY_BYTES: usize = 4 * 1024;
 /// blocking thread instead of holding up an async worker.
 const INLINE_BATCH: usize = 1024;
 
+/// The longest `--wait-for-number`: a day, as the longest outage horizon.
+const MAX_WAIT_FOR_NUMBER: Duration = idgen::lease::MAX_OUTAGE_HORIZON;
+
 /// How long a request body may take to arrive.
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -220,7 +223,14 @@ fn run_logged(args: ServeArgs) -> Result<(), Failure> {
     let wait_for_number = args
         .wait_for_number
         .unwrap_or_else(|| source.crashed_holder_bound() + Duration::from_secs(1));
-    let lease_api = token.map(|token| Arc::new(LeaseApi::new(token, source.clone(), layout)));
+    if wait_for_number > MAX_WAIT_FOR_NUMBER {
+        return Err(Failure::input(format!(
+            "--wait-for-number must be at most a day ({} s); got {} s",
+            MAX_WAIT_FOR_NUMBER.as_secs(),
+            wait_for_number.as_secs()
+        )));
+    }
+    let api_source = source.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -234,6 +244,8 @@ fn run_logged(args: ServeArgs) -> Result<(), Failure> {
         let lease_failed = Arc::clone(&lease_failed);
         move || lease_failed.notify_one()
     })?;
+    let lease_api =
+        token.map(|token| Arc::new(LeaseApi::new(token, api_source, layout, Arc::clone(&own))));
     let service = Arc::new(Service {
         own: Arc::clone(&own),
         document,
@@ -257,19 +269,26 @@ fn run_logged(args: ServeArgs) -> Result<(), Failure> {
     // lease is released.
     runtime.shutdown_timeout(Duration::from_secs(1));
     // A number still being taken is given up (a wait for a mark or a free number ends at
-    // once); the thread's own failure, if it stopped the service, is the process's.
+    // once; the signal did so already); the thread's own failure, if it stopped the
+    // service, is the process's. A thread stuck in a store call is left behind.
     service.own.cancel();
-    let taken = taking
-        .join()
-        .unwrap_or_else(|_| Err(Failure::runtime("the lease thread panicked")));
+    let taken = taking.result().unwrap_or_else(|| {
+        tracing::warn!(
+            "the worker number was still being taken when the service stopped (a store call \
+             that does not return); exiting without it"
+        );
+        Ok(())
+    });
     let released = match Arc::try_unwrap(service).map(|service| Arc::try_unwrap(service.own)) {
-        Ok(Ok(own)) => own
-            .into_generator()
-            .map_or(Ok(true), |generator| generator.release().map(|()| true)),
+        Ok(Ok(own)) => match own.into_generator() {
+            Some(generator) => generator.release().map(|()| NumberAtStop::Released),
+            None => Ok(NumberAtStop::NoneHeld),
+        },
         // A batch still running on a blocking thread: the number cannot be released under
         // it. The process exits; the lock goes with it, and the mark written a horizon ahead
-        // keeps a successor after every ID the batch may still issue.
-        _ => Ok(false),
+        // keeps a successor after every ID the batch may still issue. (Or the thread taking
+        // the number is stuck: whatever it takes ends with the process the same way.)
+        _ => Ok(NumberAtStop::LeftToExpire),
     };
     // After the lease (a slow block store must not hold the worker number), the unused
     // sequence values go back, so that a clean restart leaves no gap.
@@ -279,15 +298,22 @@ fn run_logged(args: ServeArgs) -> Result<(), Failure> {
     given_back?;
     let released =
         released.map_err(|error| Failure::runtime(format!("releasing the lease: {error}")))?;
-    if released {
-        tracing::info!("stopped; worker number released");
-    } else {
-        tracing::warn!(
-            "stopped with a batch still running; the worker number is left to expire (its \
+    match released {
+        NumberAtStop::Released => tracing::info!("stopped; worker number released"),
+        NumberAtStop::NoneHeld => tracing::info!("stopped; no worker number was held"),
+        NumberAtStop::LeftToExpire => tracing::warn!(
+            "stopped with work still running; the worker number is left to expire (its \
              successor waits for the mark)"
-        );
+        ),
     }
     Ok(())
+}
+
+/// What became of the service's own number at the stop.
+enum NumberAtStop {
+    Released,
+    NoneHeld,
+    LeftToExpire,
 }
 
 /// The listener, its address printed as the first line of output (read by scripts and
@@ -322,6 +348,7 @@ async fn serve(
             }
         });
     }
+    let own = Arc::clone(&service.own);
     let app = router(service);
     let stopping = Arc::new(tokio::sync::Notify::new());
     let server = axum::serve(listener, app).with_graceful_shutdown({
@@ -330,6 +357,8 @@ async fn serve(
             tokio::select! {
                 () = shutdown_signal() => {
                     tracing::info!("shutting down: finishing open requests");
+                    // A wait for a number or a mark ends now, not after the open requests.
+                    own.cancel();
                 }
                 () = lease_failed.notified() => {
                     tracing::info!("no worker number: shutting down, finishing open requests");

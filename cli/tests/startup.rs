@@ -36,7 +36,19 @@ fn a_replacement_for_a_full_range_listens_and_takes_the_first_number_that_comes_
     let first = Service::start(&dir, &["--workers", "0-1"]);
     let second = Service::start(&dir, &["--workers", "0-1"]);
     // Both numbers held: the replacement neither exits nor goes silent.
-    let replacement = listening(&dir, &["--workers", "0-1", "--wait-for-number", "5m"]);
+    let token = dir.with_file_name("token");
+    std::fs::write(&token, "t0k\n").unwrap();
+    let replacement = listening(
+        &dir,
+        &[
+            "--workers",
+            "0-1",
+            "--wait-for-number",
+            "5m",
+            "--lease-api-token-file",
+            token.to_str().unwrap(),
+        ],
+    );
     wait_until("the replacement to wait for a number", PATIENCE, || {
         let health = replacement.get("/healthz");
         health.status == 503 && health.json()["lease"] == "WaitingForNumber"
@@ -58,6 +70,23 @@ fn a_replacement_for_a_full_range_listens_and_takes_the_first_number_that_comes_
     assert_eq!(uuids.status, 200, "{}", uuids.body);
     assert_eq!(uuids.json()["ids"].as_array().unwrap().len(), 3);
     replacement.wait_for_log("waiting for one to come free");
+    // Nor does the lease API lease a number before the service has its own: a client
+    // retrying would take every number that comes free first.
+    let leased = replacement.request(
+        "POST",
+        "/v1/generators/lease",
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", "Bearer t0k"),
+        ],
+        br#"{"holder": "client"}"#,
+    );
+    assert_eq!(leased.status, 503, "{}", leased.body);
+    assert!(
+        leased.error().contains("its own worker number"),
+        "{}",
+        leased.body
+    );
     // One holder stops: its number is free at once, and the replacement takes it.
     let freed = first.worker;
     assert_eq!(first.terminate().code(), Some(0));
@@ -80,6 +109,147 @@ fn a_replacement_exits_once_its_bound_has_passed_with_no_number_free() {
         assert!(log.contains("no free worker number"), "{bound}: {log}");
     }
     assert_eq!(holder.get("/healthz").json()["lease"], "Valid");
+}
+
+#[test]
+fn a_range_whose_numbers_are_only_unusable_is_not_waited_for() {
+    // Worker 0's record is writable by every user: refused, and never coming free.
+    let dir = new_lease_dir("startup-unusable");
+    let (status, _, stderr) = common::idgen(&[
+        "next",
+        "--workers",
+        "0-0",
+        "--lease-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(status.success(), "{stderr}");
+    let record = dir.join("dc0-worker0.lease");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&record, std::fs::Permissions::from_mode(0o666)).unwrap();
+    // A bound of 5 minutes, far beyond this test's patience: only a refusal that does not
+    // wait passes.
+    let service = listening(&dir, &["--workers", "0-0", "--wait-for-number", "5m"]);
+    let (status, log) = service.wait_for_exit_with_log();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(log.contains("no free worker number"), "{log}");
+    assert!(!log.contains("waiting for one to come free"), "{log}");
+}
+
+/// A `flock` on `path` held by a process of its own, in a group of its own; the group is
+/// killed on drop.
+struct HeldLock(std::process::Child);
+
+impl HeldLock {
+    fn take(path: &std::path::Path) -> HeldLock {
+        use std::os::unix::process::CommandExt;
+        let child = std::process::Command::new("flock")
+            .arg("--close")
+            .arg(path)
+            .args(["sleep", "300"])
+            .process_group(0)
+            .spawn()
+            .expect("flock (util-linux) is needed");
+        let held = HeldLock(child);
+        wait_until("flock to hold the lock", PATIENCE, || {
+            let tried = std::process::Command::new("flock")
+                .args(["--nonblock", "--conflict-exit-code", "75"])
+                .arg(path)
+                .arg("true")
+                .status()
+                .unwrap();
+            tried.code() == Some(75)
+        });
+        held
+    }
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_signal_stops_the_service_while_its_store_call_hangs() {
+    // The store's lock held by another process (a paused one, say): taking a number hangs
+    // in the store call, which no cancel reaches.
+    let dir = new_lease_dir("startup-hang");
+    let (status, _, stderr) = common::idgen(&["next", "--lease-dir", dir.to_str().unwrap()]);
+    assert!(status.success(), "{stderr}");
+    let lock = HeldLock::take(&dir.join("store.idgen"));
+    let service = listening(&dir, &["--shutdown-grace", "1"]);
+    wait_until("the service to be taking its number", PATIENCE, || {
+        service.get("/healthz").json()["lease"] == "Taking"
+    });
+    // SIGTERM: out within a few seconds (it waits 5 s for the store call), not when the
+    // lock goes (300 s), with nothing held.
+    let (status, log) = service.terminate_with_log();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(log.contains("still being taken"), "{log}");
+    drop(lock);
+}
+
+#[test]
+fn a_closed_stdout_does_not_stop_the_service_once_its_number_is_taken() {
+    use std::io::BufRead;
+    // The first line read, then the pipe closed (a `| head -n 1`, a log collector that went
+    // away): the line that says the number is taken goes to a closed pipe.
+    let dir = new_lease_dir("startup-stdout");
+    let holder = Service::start(&dir, &["--workers", "0-0"]);
+    let mut child = idgen_command()
+        .args(["serve", "--listen", "127.0.0.1:0", "--lease-dir"])
+        .arg(&dir)
+        .arg("--blocks-dir")
+        .arg(dir.with_file_name("blocks"))
+        .args(["--workers", "0-0", "--wait-for-number", "5m"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first_line = String::new();
+    {
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        // Bounded by the test harness's own timeout only if the service never prints:
+        // it prints this line before anything can wait.
+        stdout.read_line(&mut first_line).unwrap();
+    } // the read end closed here
+    let address: std::net::SocketAddr = first_line
+        .strip_prefix("idgen: listening on http://")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{first_line:?}"))
+        .parse()
+        .unwrap();
+    // The holder stops; the service takes the number and says so to the closed pipe.
+    assert_eq!(holder.terminate().code(), Some(0));
+    wait_until("the service to issue", PATIENCE, || {
+        child.try_wait().unwrap().is_none()
+            && http_get(address, "/healthz").starts_with("HTTP/1.1 200")
+    });
+    assert!(http_get(address, "/v1/ids?count=2").starts_with("HTTP/1.1 200"));
+    common::signal(child.id(), "TERM");
+    wait_until("the service to stop", PATIENCE, || {
+        child.try_wait().unwrap().is_some()
+    });
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+/// A GET on a connection of its own: the whole response as text.
+fn http_get(address: std::net::SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(address) else {
+        return String::new();
+    };
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
 }
 
 #[cfg(feature = "etcd")]

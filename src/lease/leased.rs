@@ -289,7 +289,16 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         let holder = self.holder.clone().unwrap_or_else(default_holder);
         let control = Arc::new(Control::watched(self.watch.clone().unwrap_or_default()));
         let mut keepers: Vec<Keeper<C>> = Vec::with_capacity(count);
+        let cancelled = || Error::LeaseStore {
+            reason: "the acquire was cancelled".to_string(),
+        };
         for _ in 0..count {
+            if control.watch.gives_up() {
+                for keeper in &keepers {
+                    let _ = keeper.release();
+                }
+                return Err(cancelled());
+            }
             // While a number waits for its mark, the ones already taken are renewed.
             let next_renewal = std::cell::Cell::new(std::time::Instant::now());
             let renew_taken = || {
@@ -319,6 +328,13 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
                     return Err(error);
                 }
             }
+        }
+        // A cancel that came after the last wait still counts: nothing was issued yet.
+        if control.watch.gives_up() {
+            for keeper in &keepers {
+                let _ = keeper.release();
+            }
+            return Err(cancelled());
         }
         control.watch.acquired();
         Kept::start(keepers, control)

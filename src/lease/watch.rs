@@ -70,9 +70,10 @@ impl AcquireWatch {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Gives up an acquire under way: a wait for a mark ends at its next check (within a
-    /// millisecond or two), releasing the number, and the acquire fails. After the acquire
-    /// returned, nothing.
+    /// Gives up an acquire under way, or one not yet started: a wait for a mark ends at its
+    /// next check (within a millisecond or two), and the acquire releases what it took and
+    /// fails, at the latest when its store call under way returns. After the acquire
+    /// returned a generator, nothing.
     pub fn cancel(&self) {
         self.shared.cancelled.store(true, Ordering::Release);
     }
