@@ -326,6 +326,20 @@ mod described {
         StoreAway(ErrorBody),
     }
 
+    /// Why Snowflake IDs are refused.
+    #[derive(IntoResponses)]
+    pub enum IdsRefused {
+        /// Snowflake IDs are refused: the service is still taking its worker number
+        /// (waiting for the previous holder's mark, or for a number to come free; with
+        /// `Retry-After`), its lease is not valid, or the clock is behind.
+        #[response(
+            status = 503,
+            headers(("Retry-After" = u32, description = "While the service takes its worker \
+                number: seconds until the mark passes, or 1"))
+        )]
+        Refused(ErrorBody),
+    }
+
     /// A defect of the service: work that panicked. Report it.
     #[derive(IntoResponses)]
     pub enum Defect {

@@ -27,7 +27,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::{
-    self, BodyRefusals, Decoded, Defect, ErrorBody, Health, IdList, IdPath, IdsQuery, LayoutInfo,
+    self, BodyRefusals, Decoded, Defect, ErrorBody, Health, IdList, IdPath, IdsQuery, IdsRefused,
+    LayoutInfo,
 };
 use crate::generators::{self, LeaseApi};
 use crate::kinds::{CountedGenerators, KINDS, Kind};
@@ -529,13 +530,7 @@ async fn count_responses(
         (status = 400, description = "The count missing, given twice, not a whole number, \
             0 or above the maximum; an unknown parameter, kind or form; form `opaque` with \
             another kind, or on a service without a key file", body = ErrorBody),
-        (status = 503, description = "Snowflake IDs are refused: the service is still \
-            taking its worker number (waiting for the previous holder's mark, or for a number \
-            to come free; with `Retry-After`), its lease is not valid, or the clock is behind",
-            body = ErrorBody,
-            headers(("Retry-After" = u32, description = "While the service takes its worker \
-                number: seconds until the mark passes, or 1")),
-        ),
+        IdsRefused,
         Defect,
     )
 )]
@@ -569,13 +564,7 @@ async fn get_ids(
     responses(
         (status = 200, description = "The IDs, in increasing order", body = IdList),
         BodyRefusals,
-        (status = 503, description = "Snowflake IDs are refused: the service is still \
-            taking its worker number (waiting for the previous holder's mark, or for a number \
-            to come free; with `Retry-After`), its lease is not valid, or the clock is behind",
-            body = ErrorBody,
-            headers(("Retry-After" = u32, description = "While the service takes its worker \
-                number: seconds until the mark passes, or 1")),
-        ),
+        IdsRefused,
         Defect,
     )
 )]

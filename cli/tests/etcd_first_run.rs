@@ -9,13 +9,7 @@ mod common;
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use common::{Service, idgen};
-
-fn endpoints() -> String {
-    std::env::var("IDGEN_ETCD_ENDPOINTS").expect(
-        "IDGEN_ETCD_ENDPOINTS is not set: run the tests through .ci/test, which starts etcd",
-    )
-}
+use common::{Service, etcd_endpoints as endpoints, idgen, unix_ms};
 
 /// A namespace no other test (or earlier run) uses.
 fn namespace(test: &str) -> String {
@@ -84,27 +78,10 @@ fn the_readme_steps_on_a_new_namespace_serve_ids_at_once() {
 fn leases(url: &str, ns: &str, extra: &[&str]) -> (bool, String) {
     let mut args = vec!["leases"];
     args.extend(extra);
-    args.extend([
-        "--etcd",
-        url,
-        "--namespace",
-        ns,
-        "--datacenter-bits",
-        "0",
-        "--worker-bits",
-        "1",
-        "--sequence-bits",
-        "21",
-    ]);
+    args.extend(["--etcd", url, "--namespace", ns]);
+    args.extend(common::TWO_NUMBERS);
     let (status, stdout, stderr) = idgen(&args);
     (status.success(), format!("{stdout}{stderr}"))
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
 }
 
 #[test]

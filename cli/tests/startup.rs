@@ -5,16 +5,7 @@
 
 mod common;
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use common::{PATIENCE, Service, idgen_command, new_lease_dir, wait_until};
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
+use common::{PATIENCE, Service, idgen_command, new_lease_dir, unix_ms, wait_until};
 
 /// `idgen serve` on the lease directory (blocks beside it) with `extra`, waited for only
 /// until it listens.
@@ -255,22 +246,7 @@ fn http_get(address: std::net::SocketAddr, path: &str) -> String {
 #[cfg(feature = "etcd")]
 mod etcd {
     use super::*;
-
-    fn endpoints() -> String {
-        std::env::var("IDGEN_ETCD_ENDPOINTS").expect(
-            "IDGEN_ETCD_ENDPOINTS is not set: run the tests through .ci/test, which starts etcd",
-        )
-    }
-
-    /// A two-number layout: `init` writes two marks.
-    const LAYOUT: [&str; 6] = [
-        "--datacenter-bits",
-        "0",
-        "--worker-bits",
-        "1",
-        "--sequence-bits",
-        "21",
-    ];
+    use common::{TWO_NUMBERS as LAYOUT, etcd_endpoints as endpoints};
 
     /// A namespace of its own, initialised as new, whose worker 0 has a mark `ahead_ms` from
     /// now (as a holder that crashed leaves it); returns the namespace and the mark.

@@ -68,6 +68,32 @@ pub fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -
     started.elapsed()
 }
 
+/// The etcd the test command started (`IDGEN_ETCD_ENDPOINTS`).
+pub fn etcd_endpoints() -> String {
+    std::env::var("IDGEN_ETCD_ENDPOINTS").expect(
+        "IDGEN_ETCD_ENDPOINTS is not set: run the tests through .ci/test, which starts etcd",
+    )
+}
+
+/// The wall clock, in Unix milliseconds.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// The layout flags of a store with two worker numbers (no datacenter bits): `init`
+/// writes two marks, not 1,024.
+pub const TWO_NUMBERS: [&str; 6] = [
+    "--datacenter-bits",
+    "0",
+    "--worker-bits",
+    "1",
+    "--sequence-bits",
+    "21",
+];
+
 /// A fresh, empty directory under the system temp dir.
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("idgen-cli-{name}-{}", std::process::id()));
