@@ -232,6 +232,8 @@ pub use error::{Error, Field, ParseIdError};
 pub use generator::{Builder, DEFAULT_CLOCK_BACK_TOLERANCE_MS, Generator, Stats};
 pub use id::{Base32, Id};
 pub use layout::{DEFAULT_EPOCH_UNIX_MS, IdParts, Layout};
+#[cfg(not(idgen_loom))]
+pub use lease::{LeasedGenerator, LeasedShardedGenerator};
 /// The default clock's shared word, for the loom model of its protocol.
 #[cfg(idgen_loom)]
 #[doc(hidden)]

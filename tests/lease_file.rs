@@ -1241,3 +1241,30 @@ fn a_watch_cancelled_before_the_acquire_makes_it_fail_and_hold_nothing() {
         .unwrap();
     next.next_id().unwrap();
 }
+
+#[test]
+fn a_leased_sharded_generator_answers_what_an_unleased_one_does() {
+    let dir = new_store_dir("sharded-parity");
+    let layout = Layout::new(41, 0, 10, 12).unwrap();
+    // A clock that stands still: the 4,097th ID of one shard finds its millisecond used up.
+    let clock = ManualClock::new(idgen::SystemClock.now_unix_ms());
+    // From the crate root, as the production front door.
+    let sharded: idgen::LeasedShardedGenerator<ManualClock> =
+        idgen::LeasedGenerator::builder(FileStore::open(&dir).unwrap(), range("0-7"))
+            .generator(Generator::builder().layout(layout).clock(clock))
+            .acquire_sharded(2)
+            .unwrap();
+    assert_eq!(sharded.shard_count(), 2);
+    assert_eq!(sharded.layout(), &layout);
+    let first = sharded.try_next_id().unwrap();
+    let second = sharded.next_id().unwrap();
+    assert!(first < second, "the same thread stays on its shard");
+    assert_eq!(sharded.decode(second).worker, sharded.shard().worker());
+    assert_eq!(sharded.stats().sequence_exhausted, 0);
+    sharded.next_ids(4_094).unwrap();
+    let error = sharded.try_next_id().unwrap_err();
+    assert!(matches!(error, Error::WouldBlock { .. }), "{error:?}");
+    // The sum over the shards: this thread's shard counted the used-up millisecond.
+    assert_eq!(sharded.stats().sequence_exhausted, 1);
+    sharded.release().unwrap();
+}

@@ -9,9 +9,9 @@ use std::time::Duration;
 use crate::DefaultClock;
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::generator::{Builder, Generator};
+use crate::generator::{Builder, Generator, Stats};
 use crate::id::Id;
-use crate::layout::IdParts;
+use crate::layout::{IdParts, Layout};
 use crate::sharded::Pins;
 use crate::sync::{Arc, AtomicU64};
 
@@ -583,6 +583,11 @@ impl<C: Clock> LeasedShardedGenerator<C> {
         self.shard().next_id()
     }
 
+    /// See [`Generator::try_next_id`].
+    pub fn try_next_id(&self) -> Result<Id, Error> {
+        self.shard().try_next_id()
+    }
+
     /// `n` increasing IDs from this thread's shard; see [`Generator::next_ids`].
     pub fn next_ids(&self, n: usize) -> Result<Vec<Id>, Error> {
         self.shard().next_ids(n)
@@ -598,6 +603,23 @@ impl<C: Clock> LeasedShardedGenerator<C> {
         self.kept.keepers.iter().map(|keeper| &keeper.generator)
     }
 
+    /// The number of shards (one leased number each).
+    pub fn shard_count(&self) -> usize {
+        self.kept.keepers.len()
+    }
+
+    /// The layout shared by every shard.
+    pub fn layout(&self) -> &Layout {
+        self.kept.keepers[0].generator.layout()
+    }
+
+    /// The slow-path counters of all shards, added up.
+    pub fn stats(&self) -> Stats {
+        self.shards()
+            .map(Generator::stats)
+            .fold(Stats::default(), |a, b| a + b)
+    }
+
     /// Each shard's lease, in shard order.
     pub fn lease_stats(&self) -> Vec<LeaseStats> {
         self.kept.keepers.iter().map(Keeper::stats).collect()
@@ -605,7 +627,7 @@ impl<C: Clock> LeasedShardedGenerator<C> {
 
     /// Splits an ID into its fields.
     pub fn decode(&self, id: Id) -> IdParts {
-        self.kept.keepers[0].generator.decode(id)
+        self.layout().decode(id)
     }
 
     /// Stops issuing on every shard, stops the keeper and frees every number; the first
