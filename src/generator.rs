@@ -869,14 +869,20 @@ impl<C: Clock, G: Gate> Core<C, G> {
         error
     }
 
+    // For the 128-bit kinds, which build their IDs from the slot themselves.
+    #[cfg_attr(not(feature = "uuid7-ulid"), allow(dead_code))]
     pub(crate) fn sequence_bits(&self) -> u32 {
         self.rules.sequence_bits
     }
 
+    // For the 128-bit kinds, which build their IDs from the slot themselves.
+    #[cfg_attr(not(feature = "uuid7-ulid"), allow(dead_code))]
     pub(crate) fn epoch_unix_ms(&self) -> u64 {
         self.epoch_unix_ms
     }
 
+    // For the 128-bit kinds, which build their IDs from the slot themselves.
+    #[cfg_attr(not(feature = "uuid7-ulid"), allow(dead_code))]
     pub(crate) fn clock(&self) -> &C {
         &self.clock
     }

@@ -113,6 +113,18 @@
 //!
 //! # Features
 //!
+//! On by default, each a part a user may leave out (`default-features = false` leaves the
+//! core: [`Generator`], [`ShardedGenerator`], the clocks and the file-store leases, on
+//! `crossbeam-utils`, `quanta`, `thiserror` and `log` alone):
+//!
+//! - `uuid7-ulid`: [`Uuid7`] and [`Ulid`] and their generators (per-thread random bits:
+//!   `rand_chacha`, `getrandom`, `forkguard`).
+//! - `opaque`: [`opaque`], Snowflake IDs encrypted into public IDs (`cipher`,
+//!   `speck-cipher`).
+//! - `blocks`: [`blocks`], dense sequence values (`forkguard`).
+//!
+//! Off by default:
+//!
 //! - `etcd`: [`lease::EtcdStore`], worker-number leases from an etcd cluster (pulls in
 //!   `etcd-client` and Tokio; building needs `protoc` and the protobuf well-known `.proto`
 //!   files: Debian's `protobuf-compiler` and `libprotobuf-dev`).
@@ -187,11 +199,14 @@ mod backoff;
 #[cfg(idgen_loom)]
 #[path = "blocks/cursor.rs"]
 mod block_cursor;
-#[cfg(not(idgen_loom))]
+#[cfg(all(not(idgen_loom), feature = "blocks"))]
 pub mod blocks;
 mod clock;
+#[cfg(feature = "uuid7-ulid")]
 mod counted;
 mod error;
+#[cfg(any(feature = "uuid7-ulid", feature = "blocks"))]
+mod fork_check;
 #[cfg(all(fuzzing, not(idgen_loom)))]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -200,8 +215,9 @@ mod id;
 mod layout;
 #[cfg(not(idgen_loom))]
 pub mod lease;
-#[cfg(not(idgen_loom))]
+#[cfg(all(not(idgen_loom), feature = "opaque"))]
 pub mod opaque;
+#[cfg(feature = "uuid7-ulid")]
 mod random;
 mod recent_clock;
 #[cfg(not(idgen_loom))]
@@ -210,7 +226,9 @@ mod sharded;
 mod sql;
 mod state;
 mod sync;
+#[cfg(feature = "uuid7-ulid")]
 mod ulid;
+#[cfg(feature = "uuid7-ulid")]
 mod uuid7;
 
 /// The block allocator's cursor, for the loom model of its protocol.
@@ -224,6 +242,7 @@ pub use clock::{
     Clock, ManualClock, MonotonicClock, SystemClock, WALL_CHECK_INTERVAL_MS, WALL_SMALL_STEP_MS,
     WALL_STEP_CONFIRM_MS,
 };
+#[cfg(feature = "uuid7-ulid")]
 pub use counted::{
     COUNTED_EPOCH_UNIX_MS, COUNTED_TIME_BITS, COUNTER_BITS, CountedBuilder, CountedGenerator,
     CountedId,
@@ -242,22 +261,43 @@ pub use recent_clock::CachedReading;
 pub use recent_clock::{DEFAULT_CLOCK_IDLE, DefaultClock, RECENT_CLOCK_INTERVAL, RecentClock};
 #[cfg(not(idgen_loom))]
 pub use sharded::{ShardedBuilder, ShardedGenerator};
+#[cfg(feature = "uuid7-ulid")]
 pub use ulid::{ParseUlidError, Ulid, UlidGenerator};
+#[cfg(feature = "uuid7-ulid")]
 pub use uuid7::{ParseUuid7Error, Uuid7, Uuid7Generator};
 
 #[doc = include_str!("../docs/design.md")]
 pub mod design {
     #[doc = include_str!("../docs/leases.md")]
     pub mod leases {}
-    #[doc = include_str!("../docs/blocks.md")]
+    // Their examples use the parts they describe: without those features the pages are
+    // empty (and their examples are not compiled).
+    #[cfg_attr(feature = "blocks", doc = include_str!("../docs/blocks.md"))]
+    #[cfg_attr(not(feature = "blocks"), doc = "Blocks: with the `blocks` feature.")]
     pub mod blocks {}
-    #[doc = include_str!("../docs/choosing.md")]
+    #[cfg_attr(
+        all(feature = "uuid7-ulid", feature = "opaque", feature = "blocks"),
+        doc = include_str!("../docs/choosing.md")
+    )]
+    #[cfg_attr(
+        not(all(feature = "uuid7-ulid", feature = "opaque", feature = "blocks")),
+        doc = "Which kind to choose: with the default features."
+    )]
     pub mod choosing {}
-    #[doc = include_str!("../docs/opaque.md")]
+    #[cfg_attr(feature = "opaque", doc = include_str!("../docs/opaque.md"))]
+    #[cfg_attr(
+        not(feature = "opaque"),
+        doc = "Opaque IDs: with the `opaque` feature."
+    )]
     pub mod opaque {}
 }
 
 /// The README's examples run as doc tests, so the README cannot drift from the code.
-#[cfg(doctest)]
+#[cfg(all(
+    doctest,
+    feature = "uuid7-ulid",
+    feature = "opaque",
+    feature = "blocks"
+))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

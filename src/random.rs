@@ -21,6 +21,7 @@ use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::rand_core::block::Generator;
 
 use crate::error::Error;
+use crate::fork_check::ForkCheck;
 
 /// Words in one ChaCha output block (four 64-byte blocks, computed at once).
 const BLOCK_WORDS: usize = 32;
@@ -44,71 +45,6 @@ struct ThreadRandom {
     /// Blocks left before the next reseed.
     blocks_left: u32,
     fork: ForkCheck,
-}
-
-/// Whether this process is a fork of the one that seeded the generator.
-#[derive(Clone)]
-enum ForkCheck {
-    #[cfg(unix)]
-    Handler(forkguard::atfork::Guard),
-    #[cfg(unix)]
-    ProcessId(forkguard::pid::Guard),
-    /// No `fork()` where there is no Unix.
-    #[cfg(not(unix))]
-    Never,
-    /// Unit tests: reports a fork once.
-    #[cfg(test)]
-    Simulated(bool),
-}
-
-impl ForkCheck {
-    #[cfg(unix)]
-    fn new() -> ForkCheck {
-        match forkguard::atfork::Guard::try_new() {
-            Ok(guard) => ForkCheck::Handler(guard),
-            Err(_) => ForkCheck::ProcessId(forkguard::pid::Guard::default()),
-        }
-    }
-
-    #[cfg(not(unix))]
-    fn new() -> ForkCheck {
-        ForkCheck::Never
-    }
-
-    /// Whether a fork happened since the last call (each fork is reported once).
-    #[inline]
-    fn forked(&mut self) -> bool {
-        match self {
-            #[cfg(unix)]
-            ForkCheck::Handler(guard) => guard.detected_fork(),
-            #[cfg(unix)]
-            ForkCheck::ProcessId(guard) => guard.detected_fork(),
-            #[cfg(not(unix))]
-            ForkCheck::Never => false,
-            #[cfg(test)]
-            ForkCheck::Simulated(forked) => std::mem::take(forked),
-        }
-    }
-}
-
-/// A mark of the process that made it, shared by all its threads: a block allocator carries
-/// one, so that a forked child refuses to serve the parent's blocks.
-#[derive(Clone)]
-#[cfg_attr(idgen_loom, allow(dead_code))]
-pub(crate) struct BirthMark(ForkCheck);
-
-#[cfg_attr(idgen_loom, allow(dead_code))]
-impl BirthMark {
-    pub(crate) fn new() -> BirthMark {
-        BirthMark(ForkCheck::new())
-    }
-
-    /// Whether this process is a fork of the one that made the mark: one relaxed load (a
-    /// `getpid` where `pthread_atfork` could not be registered).
-    #[inline]
-    pub(crate) fn in_forked_child(&self) -> bool {
-        self.0.clone().forked()
-    }
 }
 
 impl ThreadRandom {

@@ -460,6 +460,7 @@ static UPKEEP_PID: AtomicU64 = AtomicU64::new(0);
 /// `DefaultClock` built in this process starts a thread of its own that raises it again.
 /// Cold: it asks the operating system for the process ID.
 #[cfg(not(idgen_loom))]
+#[cfg_attr(not(feature = "uuid7-ulid"), allow(dead_code))]
 pub(crate) fn notice_fork() {
     let upkeep_pid = UPKEEP_PID.load(Ordering::Acquire);
     if upkeep_pid != 0 && upkeep_pid != u64::from(std::process::id()) {

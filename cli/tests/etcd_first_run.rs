@@ -1,7 +1,7 @@
-//! The README's etcd steps for a newcomer, run as written on a namespace no idgen ever
-//! used: `idgen leases init --new`, then `idgen serve`, which takes a number and serves
-//! IDs at once. A namespace not declared new is taken to be wiped: its marks are an
-//! outage horizon ahead.
+//! The etcd steps of the service manual (`docs/service.md`) for a newcomer, run as written
+//! on a namespace no idgen ever used: `idgen leases init --new`, then `idgen serve`, which
+//! takes a number and serves IDs at once. A namespace not declared new is taken to be
+//! wiped: its marks are an outage horizon ahead.
 
 #![cfg(feature = "etcd")]
 
@@ -20,15 +20,16 @@ fn namespace(test: &str) -> String {
     format!("/idgen-test/{test}-{}-{nanos}", std::process::id())
 }
 
-/// The README's commands for a new namespace, from the bullet that names that path, each
+/// The manual's commands for a new namespace, from the bullet that names that path, each
 /// split into words (without the leading `idgen`), with `URL` and `NS` filled in.
-fn readme_steps(url: &str, ns: &str) -> Vec<Vec<String>> {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    let start = readme
+fn manual_steps(url: &str, ns: &str) -> Vec<Vec<String>> {
+    let manual =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/service.md"))
+            .unwrap();
+    let start = manual
         .find("- **A namespace no idgen ever used**")
-        .expect("the README's etcd section names the path for a new namespace");
-    let bullet = &readme[start..];
+        .expect("the etcd section of docs/service.md names the path for a new namespace");
+    let bullet = &manual[start..];
     let bullet = &bullet[..bullet[2..].find("\n- ").map_or(bullet.len(), |end| end + 2)];
     let steps: Vec<Vec<String>> = bullet
         .split('`')
@@ -48,15 +49,15 @@ fn readme_steps(url: &str, ns: &str) -> Vec<Vec<String>> {
 }
 
 #[test]
-fn the_readme_steps_on_a_new_namespace_serve_ids_at_once() {
-    let (url, ns) = (endpoints(), namespace("readme-new"));
-    let steps = readme_steps(&url, &ns);
+fn the_manual_steps_on_a_new_namespace_serve_ids_at_once() {
+    let (url, ns) = (endpoints(), namespace("manual-new"));
+    let steps = manual_steps(&url, &ns);
     let init: Vec<&str> = steps[0].iter().map(String::as_str).collect();
     let (status, stdout, stderr) = idgen(&init);
     assert!(status.success(), "{init:?}: {stdout}{stderr}");
     assert!(stdout.contains("ready at once"), "{stdout}");
     // `serve` as written, on a port of its own and with blocks beside the test's files.
-    let blocks = common::temp_dir("readme-new").join("blocks");
+    let blocks = common::temp_dir("manual-new").join("blocks");
     let mut serve: Vec<&str> = steps[1][1..].iter().map(String::as_str).collect();
     serve.extend(["--blocks-dir", blocks.to_str().unwrap()]);
     let started = Instant::now();
@@ -64,7 +65,7 @@ fn the_readme_steps_on_a_new_namespace_serve_ids_at_once() {
     let reply = service.get("/v1/ids?count=3");
     assert_eq!(reply.status, 200, "{}", reply.body);
     println!(
-        "the README's steps: first IDs {:?} after serve started",
+        "the manual's steps: first IDs {:?} after serve started",
         started.elapsed()
     );
     // At once: the number's mark had passed, so the service never waited for it.

@@ -9,7 +9,7 @@ use super::cursor::BlockCursor;
 use super::{BlockStore, Grant, SequenceName};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
-use crate::random::BirthMark;
+use crate::fork_check::BirthMark;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
 /// The default size of the first block.

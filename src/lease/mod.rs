@@ -35,6 +35,7 @@ mod watch;
 #[cfg(feature = "etcd")]
 pub use etcd::{ETCD_DEFAULT_OUTAGE_HORIZON, ETCD_DEFAULT_TTL, EtcdStore};
 pub use external::{ExternalLease, ExternalTerms};
+#[cfg(feature = "blocks")]
 pub(crate) use file::default_state_dir;
 pub use file::{
     FILE_STORE_DEFAULT_TTL, FILE_STORE_MAX_TTL, FileStore, default_lease_dir, legacy_lease_dir,
