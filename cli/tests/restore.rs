@@ -68,6 +68,16 @@ fn serve(args: &[String], workers: &str) -> Service {
     Service::start_with(&all)
 }
 
+/// The IDs `service` has handed out over HTTP (its `idgen_ids_issued_total`).
+fn issued(service: &Service) -> u64 {
+    let metrics = service.get("/metrics").body;
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("idgen_ids_issued_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no idgen_ids_issued_total in\n{metrics}"))
+}
+
 fn renewal_failures(service: &Service) -> u64 {
     let metrics = service.get("/metrics").body;
     metrics
@@ -117,9 +127,8 @@ fn with_the_restore_step_two_services_never_share_an_id() {
         let a = scope.spawn(|| collect(&first, &stop));
         let second: &Service = second.get_or_init(|| serve(&args, "0-1"));
         let b = scope.spawn(|| collect(second, &stop));
-        wait_until("the second service's IDs", PATIENCE, || {
-            second.get("/healthz").status == 200
-        });
+        // IDs handed out by the second (not only its health): the collector has some.
+        wait_until("the second service's IDs", PATIENCE, || issued(second) > 0);
         // Both have had a chance at their next renewals.
         let failures = renewal_failures(&first);
         wait_until("the first service's next renewal", PATIENCE, || {
