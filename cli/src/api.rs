@@ -1,6 +1,7 @@
-//! The service's contract: the bodies it reads and writes, as types, and the OpenAPI 3.1
-//! document made from them and from each handler's `#[utoipa::path]` (served at
-//! `GET /openapi.json`, printed by `idgen openapi`, committed as `docs/openapi.json`).
+//! The service's contract: the bodies it reads and writes, as types. The OpenAPI 3.1
+//! document is made from them and from each handler's `#[utoipa::path]` (see `http`;
+//! served at `GET /openapi.json`, printed by `idgen openapi`, committed as
+//! `docs/openapi.json`); `idgen decode --json` and `idgen layout --json` write two of them.
 //!
 //! Responses are these types, serialised: what the document says of a body is what the
 //! handler sends. Request bodies and query strings are read by hand (`idgen_cli::input`),
@@ -8,12 +9,13 @@
 //! ones in the constants here (and `input::ID_PARAMETERS`), and the tests below hold the
 //! document's names, limits and values to those constants.
 
+use idgen::{Id, Layout};
 use serde::Serialize;
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{IntoParams, IntoResponses, Modify, OpenApi, ToSchema};
+use utoipa::{IntoParams, IntoResponses, ToSchema};
 
 use crate::kinds::Kind;
 use crate::opaque::Form;
+use crate::time;
 
 /// The fields of `POST /v1/ids`'s body.
 pub const ID_BODY_FIELDS: [&str; 3] = ["count", "kind", "form"];
@@ -70,6 +72,35 @@ pub struct Decoded {
     pub opaque: Option<String>,
 }
 
+impl Decoded {
+    /// What a Snowflake ID says, as `layout` reads it.
+    pub fn snowflake(layout: &Layout, id: Id) -> Decoded {
+        let parts = layout.decode(id);
+        Decoded {
+            id: id.to_string(),
+            kind: Kind::Snowflake,
+            created_at: time::rfc3339_ms(parts.unix_ms),
+            datacenter: Some(parts.datacenter),
+            worker: Some(parts.worker),
+            sequence: Some(parts.sequence),
+            opaque: None,
+        }
+    }
+
+    /// What there is to say of a UUIDv7 or a ULID: its canonical text, kind and time.
+    pub fn counted(id: &impl std::fmt::Display, kind: Kind, unix_ms: u64) -> Decoded {
+        Decoded {
+            id: id.to_string(),
+            kind,
+            created_at: time::rfc3339_ms(unix_ms),
+            datacenter: None,
+            worker: None,
+            sequence: None,
+            opaque: None,
+        }
+    }
+}
+
 /// A layout's bits and what follows from them.
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -92,6 +123,35 @@ pub struct LayoutInfo {
     pub ids_per_second_per_node: serde_json::Value,
     #[schema(value_type = f64)]
     pub cluster_ids_per_second: serde_json::Value,
+}
+
+impl LayoutInfo {
+    /// The JSON form of a layout's arithmetic: `idgen layout --json`, `GET /v1/layout` and
+    /// the lease API's terms.
+    pub fn of(layout: &Layout) -> LayoutInfo {
+        LayoutInfo {
+            time_bits: layout.time_bits(),
+            datacenter_bits: layout.datacenter_bits(),
+            worker_bits: layout.worker_bits(),
+            sequence_bits: layout.sequence_bits(),
+            epoch: time::rfc3339_ms(layout.epoch_unix_ms()),
+            lifetime_years: (layout.lifetime_years() * 10.0).round() / 10.0,
+            last_instant: time::rfc3339_ms(layout.last_unix_ms()),
+            datacenters: layout.datacenters(),
+            workers_per_datacenter: layout.workers_per_datacenter(),
+            nodes: layout.nodes(),
+            ids_per_second_per_node: big_number(layout.ids_per_second_per_node()),
+            cluster_ids_per_second: big_number(layout.cluster_ids_per_second()),
+        }
+    }
+}
+
+/// Exact as a JSON integer where it fits 64 bits (every realistic layout), else a float.
+fn big_number(n: u128) -> serde_json::Value {
+    u64::try_from(n).map_or_else(
+        |_| serde_json::Value::from(n as f64),
+        serde_json::Value::from,
+    )
 }
 
 /// Where the service's own lease stands: IDs are issued while it is `Valid` or `Outage`.
@@ -349,92 +409,6 @@ mod described {
     }
 }
 
-#[derive(OpenApi)]
-#[openapi(
-    info(
-        title = "idgen",
-        description = "Unique, time-sortable IDs over HTTP: 64-bit Snowflake IDs (as decimal \
-                       strings), UUIDv7s, ULIDs and opaque IDs; dense sequence values; and \
-                       worker-number leases for generators in other languages."
-    ),
-    tags(
-        (name = "ids", description = "IDs of every kind, and what they say"),
-        (name = "sequences", description = "Dense values of named sequences"),
-        (name = "lease API", description = "Worker numbers for generators that run elsewhere \
-                                            (`--lease-api-token-file`)"),
-        (name = "operations", description = "Health, metrics, layout and this document"),
-    ),
-    modifiers(&BearerToken)
-)]
-struct Info;
-
-/// The lease API's `Authorization: Bearer <token>`.
-struct BearerToken;
-
-impl Modify for BearerToken {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            // The name the lease API's operations give their security requirement.
-            "bearer",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-        );
-    }
-}
-
-/// utoipa writes an optional request body (`Option<T>`) as "a `T` or JSON `null`"; the
-/// service takes no body or a `T`, and refuses `null`: the body's schema becomes `T` alone
-/// (the body stays optional: not `required`).
-pub fn optional_bodies_not_null(document: &mut serde_json::Value) {
-    let Some(paths) = document["paths"].as_object_mut() else {
-        return;
-    };
-    let operations = paths
-        .values_mut()
-        .filter_map(|item| item.as_object_mut())
-        .flat_map(|item| item.values_mut());
-    for operation in operations {
-        let content = operation
-            .get_mut("requestBody")
-            .and_then(|body| body.get_mut("content"))
-            .and_then(|content| content.as_object_mut());
-        for media in content.into_iter().flat_map(|content| content.values_mut()) {
-            if let Some(schema) = media.get_mut("schema")
-                && let Some(choices) = schema.get("oneOf").and_then(|choices| choices.as_array())
-            {
-                let not_null: Vec<_> = choices
-                    .iter()
-                    .filter(|choice| choice["type"] != "null")
-                    .cloned()
-                    .collect();
-                if let [only] = &not_null[..] {
-                    *schema = only.clone();
-                }
-            }
-        }
-    }
-}
-
-/// Limits the sequence path's `name` to `sequences` (an enum beside its pattern), so that a
-/// generated client and a contract checker see the rule the service applies.
-pub fn name_sequences(document: &mut serde_json::Value, sequences: &[&str]) {
-    let parameters = document["paths"]["/v1/sequences/{name}/next"]["post"]["parameters"]
-        .as_array_mut()
-        .into_iter()
-        .flatten();
-    for parameter in parameters.filter(|parameter| parameter["name"] == "name") {
-        parameter["schema"]["enum"] = serde_json::json!(sequences);
-    }
-}
-
-/// The document's title, description, tags and security scheme; the paths and schemas come
-/// from the routers (see `serve::document`).
-pub fn info() -> utoipa::openapi::OpenApi {
-    let mut openapi = Info::openapi();
-    openapi.info.version = env!("CARGO_PKG_VERSION").to_string();
-    openapi
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -445,7 +419,7 @@ mod tests {
     use crate::kinds::KINDS;
 
     fn document() -> Value {
-        serde_json::from_str(&crate::serve::document_text()).unwrap()
+        serde_json::from_str(&crate::http::document_text()).unwrap()
     }
 
     fn keys(object: &Value) -> BTreeSet<String> {
@@ -496,7 +470,7 @@ mod tests {
         let schemas = &document["components"]["schemas"];
         assert_eq!(
             schemas["LeaseRequest"]["properties"]["holder"]["maxLength"],
-            crate::generators::MAX_HOLDER_CHARS
+            crate::http::lease_api::bodies::MAX_HOLDER_CHARS
         );
         let parameter = |path: &str, method: &str| {
             document["paths"][path][method]["parameters"][0]["schema"].clone()
@@ -510,7 +484,7 @@ mod tests {
             parameter("/v1/generators/{leaseId}", "delete")["pattern"],
             "^[0-9a-f]{32}$"
         );
-        let lease_id = crate::generators::new_lease_id();
+        let lease_id = crate::http::lease_api::new_lease_id();
         assert_eq!(lease_id.len(), 32);
         assert!(
             lease_id
@@ -518,14 +492,14 @@ mod tests {
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         );
         let refusals = &document["paths"]["/v1/ids"]["post"]["responses"];
-        let timeout = format!("{} s", crate::serve::BODY_READ_TIMEOUT.as_secs());
+        let timeout = format!("{} s", crate::http::plumbing::BODY_READ_TIMEOUT.as_secs());
         assert!(
             refusals["408"]["description"]
                 .as_str()
                 .unwrap()
                 .contains(&timeout)
         );
-        let size = format!("{} KiB", crate::serve::MAX_BODY_BYTES / 1024);
+        let size = format!("{} KiB", crate::http::plumbing::MAX_BODY_BYTES / 1024);
         assert!(
             refusals["413"]["description"]
                 .as_str()
@@ -536,8 +510,14 @@ mod tests {
             document["paths"]["/v1/generators/lease"]["post"]["responses"]["503"]["description"]
                 .as_str()
                 .unwrap();
-        let slots = format!("{} slots", crate::generators::MAX_STORE_CALLS);
-        let wait = format!("{} s", crate::generators::STORE_CALL_WAIT.as_secs());
+        let slots = format!(
+            "{} slots",
+            crate::http::lease_api::store_calls::MAX_STORE_CALLS
+        );
+        let wait = format!(
+            "{} s",
+            crate::http::lease_api::store_calls::STORE_CALL_WAIT.as_secs()
+        );
         assert!(
             store_away.contains(&slots) && store_away.contains(&wait),
             "{store_away}"

@@ -1,15 +1,14 @@
 //! The three kinds of ID the command hands out, shared by `idgen next`, `idgen decode` and
-//! the service: the names clients use for them, the 128-bit generators (which need no
-//! worker number), and recognising any of the three in text.
+//! the service: the names clients use for them, and the 128-bit generators (which need no
+//! worker number). Reading any of the three from text is `decoding`'s.
 
 use clap::ValueEnum;
-use idgen::opaque::{Codec, OpaqueId};
-use idgen::{Error, Layout, Ulid, UlidGenerator, Uuid7, Uuid7Generator};
+use idgen::{Error, UlidGenerator, Uuid7Generator};
+use idgen_cli::input::shown;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::api::Decoded;
-use crate::{Failure, decoded, parse_id, time};
+use crate::failure::Failure;
 
 /// A kind of ID, as `kind` names it in requests and `--kind` on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, ToSchema)]
@@ -46,8 +45,6 @@ impl Kind {
     }
 }
 
-pub use idgen_cli::input::shown;
-
 /// One generator of each 128-bit kind, built once for the process.
 pub struct CountedGenerators {
     uuid7: Uuid7Generator,
@@ -82,72 +79,4 @@ impl CountedGenerators {
 /// IDs as their text forms.
 pub fn as_text<T: ToString>(ids: Vec<T>) -> Vec<String> {
     ids.iter().map(ToString::to_string).collect()
-}
-
-/// Where an opaque ID can be decoded, for [`decode_any`]: a codec, or the reason there is
-/// none (what to do instead).
-pub type OpaqueKeys<'a> = Result<&'a Codec, &'a str>;
-
-/// The parts of an ID of any kind, told apart by their text: `o` and a digit start an
-/// opaque ID (decoded with `opaque`, then shown as the Snowflake ID behind it), 36
-/// characters are a UUID, 26 a ULID, anything else a Snowflake ID read with `layout`.
-pub fn decode_any(layout: &Layout, opaque: OpaqueKeys<'_>, text: &str) -> Result<Decoded, String> {
-    if OpaqueId::looks_like(text) {
-        // Parsed first: text that only starts like one is told what is wrong with it.
-        let parsed: OpaqueId = text.parse().map_err(|error: Error| error.to_string())?;
-        let codec = opaque.map_err(|why| format!("{:?} is an opaque ID, {why}", shown(text)))?;
-        let id = crate::opaque::decode_parsed(codec, text, parsed)?;
-        return Ok(Decoded {
-            opaque: Some(text.to_string()),
-            ..decoded(layout, id)
-        });
-    }
-    match text.len() {
-        36 => {
-            let uuid: Uuid7 = parse_as(text, "UUIDv7")?;
-            Ok(decoded_counted(&uuid, Kind::Uuidv7, uuid.unix_ms()))
-        }
-        26 => {
-            let ulid: Ulid = parse_as(text, "ULID")?;
-            Ok(decoded_counted(&ulid, Kind::Ulid, ulid.unix_ms()))
-        }
-        _ => Ok(decoded(layout, parse_id(text)?)),
-    }
-}
-
-fn parse_as<T: std::str::FromStr<Err: std::fmt::Display>>(
-    text: &str,
-    what: &str,
-) -> Result<T, String> {
-    text.parse()
-        .map_err(|error| format!("invalid {what} {:?}: {error}", shown(text)))
-}
-
-/// What there is to say of a UUIDv7 or a ULID: its canonical text, kind and time.
-fn decoded_counted(id: &impl std::fmt::Display, kind: Kind, unix_ms: u64) -> Decoded {
-    Decoded {
-        id: id.to_string(),
-        kind,
-        created_at: time::rfc3339_ms(unix_ms),
-        datacenter: None,
-        worker: None,
-        sequence: None,
-        opaque: None,
-    }
-}
-
-/// One line of `idgen decode`'s text output for a decoded ID.
-pub fn decoded_line(decoded: &Decoded) -> String {
-    match (decoded.datacenter, decoded.worker, decoded.sequence) {
-        (Some(datacenter), Some(worker), Some(sequence)) => format!(
-            "{}  {}  datacenter {datacenter}  worker {worker}  sequence {sequence}",
-            decoded.id, decoded.created_at
-        ),
-        _ => format!(
-            "{}  {}  {}",
-            decoded.id,
-            decoded.created_at,
-            decoded.kind.name()
-        ),
-    }
 }

@@ -6,7 +6,15 @@
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
 
-use crate::Failure;
+use crate::failure::Failure;
+
+/// The target of the service's own lines, whichever module writes them: `RUST_LOG`
+/// directives name targets (`idgen::serve=debug` adds a line per request), so these stay
+/// put when the code moves.
+pub const SERVICE_TARGET: &str = "idgen::serve";
+
+/// The target of the lease API's lines, for the same reason.
+pub const LEASE_API_TARGET: &str = "idgen::generators";
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

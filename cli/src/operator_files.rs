@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// A small text file's content and its permission bits (0 off Unix).
 pub struct OperatorFile {

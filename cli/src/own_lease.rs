@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use idgen::Layout;
 use idgen::lease::{AcquireWatch, LeasedGenerator};
 
-use crate::Failure;
-use crate::lease_args::{LeaseSource, acquire_failure};
+use crate::args::lease::{LeaseSource, acquire_failure};
+use crate::failure::Failure;
 
 /// How often a wait says in the log what it waits for.
 const REPORT_EVERY: Duration = Duration::from_secs(10);

@@ -3,7 +3,7 @@
 use clap::Args;
 use idgen::Layout;
 
-use crate::Failure;
+use crate::failure::Failure;
 use crate::time::parse_rfc3339_ms;
 
 #[derive(Args, Clone)]

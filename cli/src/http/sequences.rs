@@ -1,8 +1,7 @@
-//! Dense sequence values: `POST /v1/sequences/{name}/next` and `idgen seq next`, over a block
-//! store (the embedded file store by default, or PostgreSQL).
+//! `POST /v1/sequences/{name}/next`: dense values of the declared sequences, over a block
+//! store (the embedded file store by default, or PostgreSQL), one allocator per sequence.
 
-use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -11,169 +10,18 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use clap::Args;
 use idgen::Error;
-use idgen::blocks::{BlockAllocator, BlockStore, FileStore, PostgresStore, SequenceName};
+use idgen::blocks::{BlockAllocator, BlockStore, SequenceName};
+use idgen_cli::input::{count_from_json, shown};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::Failure;
 use crate::api::{
     BodyRefusals, ErrorBody, SEQUENCE_BODY_FIELDS, SequencePath, SequenceRequest, SequenceValues,
 };
-use crate::kinds;
-use crate::serve::{ApiError, read_json_object};
-use idgen_cli::input::count_from_json;
-
-/// Where sequences' blocks come from.
-#[derive(Args, Clone)]
-pub struct BlockArgs {
-    /// The directory of the embedded block store (default: `$XDG_STATE_HOME/idgen/blocks`,
-    /// `/var/lib/idgen/blocks` for root, else `~/.local/state/idgen/blocks`; persistent and
-    /// private, because a directory emptied at reboot would restart every sequence at 1).
-    #[arg(
-        long,
-        value_name = "DIR",
-        conflicts_with = "postgres",
-        env = "IDGEN_BLOCKS_DIR"
-    )]
-    blocks_dir: Option<PathBuf>,
-    /// Take blocks from PostgreSQL instead, for a fleet: a connection URL such as
-    /// `postgresql://user@host:5432/db` (the table idgen_sequences is created if absent).
-    #[arg(
-        long,
-        value_name = "URL",
-        env = "IDGEN_POSTGRES",
-        hide_env_values = true,
-        value_parser = clap::builder::NonEmptyStringValueParser::new()
-    )]
-    postgres: Option<String>,
-}
-
-impl BlockArgs {
-    /// Whether a store was named (rather than the default directory).
-    pub fn named(&self) -> bool {
-        self.blocks_dir.is_some() || self.postgres.is_some()
-    }
-
-    /// The store the flags name. Blocks (connecting to PostgreSQL): call it outside async code.
-    pub fn store(&self) -> Result<Arc<dyn BlockStore>, Failure> {
-        let store: Arc<dyn BlockStore> = match (&self.postgres, &self.blocks_dir) {
-            (Some(url), _) => Arc::new(
-                PostgresStore::connect(url)
-                    .map_err(|error| Failure::runtime(format!("--postgres: {error}")))?,
-            ),
-            (None, Some(dir)) => Arc::new(
-                FileStore::open(dir)
-                    .map_err(|error| Failure::runtime(format!("--blocks-dir: {error}")))?,
-            ),
-            (None, None) => Arc::new(
-                FileStore::open_default().map_err(|error| Failure::runtime(error.to_string()))?,
-            ),
-        };
-        Ok(store)
-    }
-}
-
-/// Which sequences are served: the ones an operator declared, and with
-/// `--create-sequences` any valid name.
-#[derive(Args, Clone)]
-pub struct DeclaredArgs {
-    /// The sequences served, comma-separated (`orders,invoices`); a request for another
-    /// name is a 404 that says how to declare it. `idgen seq next` takes these too.
-    #[arg(
-        long,
-        value_name = "NAME,...",
-        value_delimiter = ',',
-        env = "IDGEN_SEQUENCES"
-    )]
-    sequences: Vec<String>,
-    /// A file declaring sequences: one name per line; blank lines and lines starting with
-    /// `#` are skipped.
-    #[arg(long, value_name = "FILE", env = "IDGEN_SEQUENCES_FILE")]
-    sequences_file: Option<PathBuf>,
-    /// Serve any valid name, creating its sequence on first use (a thread of the service
-    /// and a record in the store for each, up to --max-sequences): only where every client
-    /// is trusted, since any client can then make new sequences.
-    #[arg(long, env = "IDGEN_CREATE_SEQUENCES")]
-    create_sequences: bool,
-}
-
-/// The largest sequences file read.
-const MAX_SEQUENCES_FILE_BYTES: u64 = 1 << 20;
-
-/// The sequences served.
-pub struct Declared {
-    names: BTreeSet<SequenceName>,
-    create: bool,
-}
-
-impl DeclaredArgs {
-    /// The declared names, each checked; a bad one is bad input, named with its line.
-    pub fn declared(&self) -> Result<Declared, Failure> {
-        let mut names = BTreeSet::new();
-        for name in &self.sequences {
-            names.insert(
-                SequenceName::new(name)
-                    .map_err(|error| Failure::input(format!("--sequences: {error}")))?,
-            );
-        }
-        if let Some(path) = &self.sequences_file {
-            let flag = "--sequences-file";
-            let file = crate::operator_files::read(
-                path,
-                flag,
-                "a list of sequences",
-                MAX_SEQUENCES_FILE_BYTES,
-            )?;
-            for (number, line) in file.text.lines().enumerate() {
-                let line = line.trim();
-                if line.is_empty() || line.starts_with('#') {
-                    continue;
-                }
-                names.insert(SequenceName::new(line).map_err(|error| {
-                    Failure::input(format!(
-                        "{flag} {} line {}: {error}",
-                        path.display(),
-                        number + 1
-                    ))
-                })?);
-            }
-        }
-        Ok(Declared {
-            names,
-            create: self.create_sequences,
-        })
-    }
-}
-
-impl Declared {
-    /// Whether `name` is served.
-    pub fn allows(&self, name: &SequenceName) -> bool {
-        self.create || self.names.contains(name)
-    }
-
-    /// Why `name` is not served, and how to serve it.
-    pub fn refusal(&self, name: &SequenceName) -> String {
-        format!(
-            "sequence {name} is not declared: only declared sequences are served; declare it \
-             with --sequences NAME,... or a line of --sequences-file FILE (or start the \
-             service with --create-sequences to create any name on first use)"
-        )
-    }
-
-    /// The names a request may use, for the document's enum: `None` when any name is (with
-    /// `--create-sequences`), or when none is declared (every request is then a 404).
-    pub fn enumerated(&self) -> Option<Vec<&str>> {
-        (!self.create && !self.names.is_empty())
-            .then(|| self.names.iter().map(SequenceName::as_str).collect())
-    }
-
-    /// How many sequences at most: the declared ones, or, with `--create-sequences`, any.
-    pub fn count(&self) -> Option<usize> {
-        (!self.create).then_some(self.names.len())
-    }
-}
+use crate::args::sequences::Declared;
+use crate::failure::Failure;
+use crate::http::plumbing::{ApiError, read_json_object};
 
 /// The service's sequences: one allocator per name, made on first use.
 pub struct Sequences {
@@ -390,7 +238,7 @@ async fn next_values(
     {
         return Err(ApiError::bad(format!(
             "unknown field {:?}: the body is {{\"count\": N}}",
-            kinds::shown(field)
+            shown(field)
         )));
     }
     let count = match fields.get("count") {
@@ -423,81 +271,4 @@ fn api_error(error: Error) -> ApiError {
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     ApiError(status, error.to_string())
-}
-
-#[derive(Args)]
-pub struct SeqArgs {
-    #[command(subcommand)]
-    command: SeqCommand,
-}
-
-#[derive(clap::Subcommand)]
-enum SeqCommand {
-    /// Take the next values of a sequence straight from the store (one block of exactly
-    /// that many values), one per line. Short only at the end of the i64 range (exit 1);
-    /// values not written (a closed pipe) are a gap.
-    Next(SeqNextArgs),
-}
-
-#[derive(Args)]
-struct SeqNextArgs {
-    /// The sequence: 1 to 64 of a-z, 0-9, _ and -.
-    name: String,
-    /// How many values (at most 1,000,000).
-    #[arg(short = 'n', long = "count", default_value_t = 1)]
-    count: u64,
-    #[command(flatten)]
-    store: BlockArgs,
-    #[command(flatten)]
-    declared: DeclaredArgs,
-}
-
-/// The most values `idgen seq next` prints at once.
-const MAX_SEQ_COUNT: u64 = 1_000_000;
-
-impl SeqArgs {
-    pub fn run(self) -> Result<(), Failure> {
-        let SeqCommand::Next(args) = self.command;
-        let name =
-            SequenceName::new(&args.name).map_err(|error| Failure::input(error.to_string()))?;
-        let declared = args.declared.declared()?;
-        if !declared.allows(&name) {
-            return Err(Failure::input(declared.refusal(&name)));
-        }
-        if !(1..=MAX_SEQ_COUNT).contains(&args.count) {
-            return Err(Failure::input(format!(
-                "-n must be from 1 to {MAX_SEQ_COUNT}; got {}",
-                args.count
-            )));
-        }
-        if !args.store.named() {
-            // The operator's command must not make a store of its own by accident (another
-            // user's default directory, say), where the sequence would start again at 1.
-            let dir = idgen::blocks::default_blocks_dir()
-                .map_err(|error| Failure::runtime(error.to_string()))?;
-            if !dir.is_dir() {
-                return Err(Failure::runtime(format!(
-                    "no block store at {} (the service makes it on first use); name the \
-                     service's with --blocks-dir or --postgres",
-                    dir.display()
-                )));
-            }
-        }
-        let store = args.store.store()?;
-        let grant = store
-            .grant(&name, args.count)
-            .map_err(|error| Failure::runtime(error.to_string()))?;
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        let written = (grant.first..grant.end)
-            .try_for_each(|value| std::io::Write::write_fmt(&mut out, format_args!("{value}\n")))
-            .and_then(|()| std::io::Write::flush(&mut out));
-        written.map_err(|error| Failure::runtime(format!("writing the values: {error}")))?;
-        if grant.len() < args.count {
-            return Err(Failure::runtime(format!(
-                "sequence {name} reached the end of the i64 range after {} values",
-                grant.len()
-            )));
-        }
-        Ok(())
-    }
 }

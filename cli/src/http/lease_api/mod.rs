@@ -3,10 +3,13 @@
 //! issues IDs itself within the terms it gets, renews, and releases. Off unless `serve` is
 //! given `--lease-api-token-file`; every request needs `Authorization: Bearer <token>`.
 
+pub mod bodies;
+pub mod store_calls;
+mod token;
+
 use std::collections::HashMap;
 use std::io::Read;
-use std::path::Path;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::extract::{Path as UrlPath, State};
@@ -14,22 +17,21 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use idgen::lease::{ExternalLease, ExternalTerms};
 use idgen::{Error, Layout, SystemClock};
-use serde_json::{Map, Value};
-use tokio::sync::Semaphore;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::api::{
-    BodyRefusals, ErrorBody, LEASE_BODY_FIELDS, LeaseApiRefusals, LeasePath, LeaseRequest,
-    LeaseTerms, RELEASE_BODY_FIELDS, ReleaseRequest, StoreAway,
+    BodyRefusals, ErrorBody, LayoutInfo, LeaseApiRefusals, LeasePath, LeaseRequest, LeaseTerms,
+    ReleaseRequest, StoreAway,
 };
-use crate::lease_args::LeaseSource;
+use crate::args::lease::LeaseSource;
+use crate::http::plumbing::{ApiError, read_json_object};
+use crate::log::LEASE_API_TARGET;
 use crate::own_lease::OwnLease;
-use crate::serve::{ApiError, read_json_object};
-use crate::{Failure, layout_info};
-
-/// The longest holder name, in characters.
-pub const MAX_HOLDER_CHARS: usize = 128;
+use bodies::{holder_name, last_used_ms};
+use store_calls::off_runtime;
+pub use token::read_token;
+use token::same_token;
 
 /// How long an ended lease still answers 410 (rather than 404) to its holder.
 const ENDED_KEPT: Duration = Duration::from_secs(600);
@@ -104,6 +106,7 @@ impl LeaseApi {
                     Err(std::sync::TryLockError::WouldBlock) => continue,
                 };
                 tracing::warn!(
+                    target: LEASE_API_TARGET,
                     holder = %holder,
                     "the lease API's lease was not renewed within {ttl:?}; its number goes \
                      back to the store"
@@ -128,93 +131,6 @@ impl LeaseApi {
             .filter(|entry| matches!(entry, Entry::Held { .. }))
             .count()
     }
-}
-
-/// The largest token file read: a bearer token is tens of bytes.
-const MAX_TOKEN_FILE_BYTES: u64 = 4096;
-
-/// The bearer token in `token_file` (its content, trimmed), treated as the opaque key file
-/// is: checked before it is opened (opening a FIFO waits for a writer, maybe for ever),
-/// refused unless a regular file (a symlink to one is followed, as for a mounted secret),
-/// at most [`MAX_TOKEN_FILE_BYTES`], never quoted. A missing, unreadable, oversized,
-/// non-UTF-8 or empty file is an input error; one its group or others may use is a warning.
-pub fn read_token(token_file: &Path) -> Result<Vec<u8>, Failure> {
-    let flag = "--lease-api-token-file";
-    let file = crate::operator_files::read(token_file, flag, "a token file", MAX_TOKEN_FILE_BYTES)?;
-    let token = file.text.trim();
-    if token.is_empty() {
-        return Err(Failure::input(format!(
-            "{flag} {}: the file is empty; put the bearer token in it",
-            token_file.display()
-        )));
-    }
-    if file.mode & 0o077 != 0 {
-        tracing::warn!(
-            "{flag} {} has mode {:04o}: others than its owner may read the token (chmod 600 \
-             it)",
-            token_file.display(),
-            file.mode
-        );
-    }
-    Ok(token.as_bytes().to_vec())
-}
-
-/// At most this many lease store calls run at once, each on a thread of its own, so that
-/// no client (not even one with the token) can make the service start threads without end.
-pub const MAX_STORE_CALLS: usize = 64;
-
-/// How long a call waits for one of those slots before its request gets a 503.
-pub const STORE_CALL_WAIT: Duration = Duration::from_secs(5);
-
-/// Runs `work` on a thread of its own and waits for it without holding up the runtime.
-/// Not `spawn_blocking`: the etcd store refuses to run on any thread of a Tokio runtime,
-/// blocking pool included (it runs its own).
-pub async fn off_runtime<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, ApiError> {
-    static STORE_CALLS: LazyLock<Arc<Semaphore>> =
-        LazyLock::new(|| Arc::new(Semaphore::new(MAX_STORE_CALLS)));
-    off_runtime_within(&STORE_CALLS, STORE_CALL_WAIT, work).await
-}
-
-/// [`off_runtime`], taking one of `calls`' slots (waiting at most `wait` for it) for as
-/// long as the work runs, even if the request goes away first.
-async fn off_runtime_within<T: Send + 'static>(
-    calls: &Arc<Semaphore>,
-    wait: Duration,
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, ApiError> {
-    let busy = || {
-        ApiError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("all {MAX_STORE_CALLS} lease store calls are busy; retry"),
-        )
-    };
-    let slot = tokio::time::timeout(wait, Arc::clone(calls).acquire_owned())
-        .await
-        .map_err(|_| busy())?
-        .map_err(|_| busy())?;
-    let (done, result) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name("idgen-lease-api".into())
-        .spawn(move || {
-            let value = work();
-            // Free before the answer goes, so that a slot is never held past its work.
-            drop(slot);
-            let _ = done.send(value);
-        })
-        .map_err(|error| {
-            ApiError(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("cannot start a thread to call the lease store: {error}"),
-            )
-        })?;
-    result.await.map_err(|_| {
-        ApiError(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the lease store call panicked".into(),
-        )
-    })
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -258,16 +174,6 @@ fn authorised(api: Option<Arc<LeaseApi>>, headers: &HeaderMap) -> Result<Arc<Lea
             "send Authorization: Bearer <token>".into(),
         )),
     }
-}
-
-/// Compares in time that depends on the lengths only, never on where they differ.
-fn same_token(given: &[u8], expected: &[u8]) -> bool {
-    given.len() == expected.len()
-        && given
-            .iter()
-            .zip(expected)
-            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
-            == 0
 }
 
 /// Lease a worker number from the service's store and range, to issue IDs with elsewhere.
@@ -371,47 +277,14 @@ impl Drop for Undelivered {
                 .spawn(move || {
                     let previous = lease.terms().resume_after_unix_ms;
                     if let Err(error) = lease.release(Some(previous)) {
-                        tracing::warn!("giving back a lease nobody received failed: {error}");
+                        tracing::warn!(target: LEASE_API_TARGET, "giving back a lease nobody received failed: {error}");
                     }
                 });
             if let Err(error) = released {
-                tracing::warn!("giving back a lease nobody received failed: {error}");
+                tracing::warn!(target: LEASE_API_TARGET, "giving back a lease nobody received failed: {error}");
             }
         }
     }
-}
-
-/// `holder`: 1 to 128 characters, none of them a control character.
-fn holder_name(fields: &Map<String, Value>) -> Result<String, ApiError> {
-    if let Some(other) = fields
-        .keys()
-        .find(|key| !LEASE_BODY_FIELDS.contains(&key.as_str()))
-    {
-        return Err(ApiError::bad(format!(
-            "unknown field {other:?}: send {{\"holder\": \"a name for operators\"}}"
-        )));
-    }
-    let holder = match fields.get("holder") {
-        Some(Value::String(holder)) => holder,
-        Some(_) => return Err(ApiError::bad("holder must be a string")),
-        None => {
-            return Err(ApiError::bad(
-                r#"holder is missing: send {"holder": "a name for operators"}"#,
-            ));
-        }
-    };
-    let chars = holder.chars().count();
-    if chars == 0 || chars > MAX_HOLDER_CHARS {
-        return Err(ApiError::bad(format!(
-            "holder must be 1 to {MAX_HOLDER_CHARS} characters; got {chars}"
-        )));
-    }
-    if holder.chars().any(char::is_control) {
-        return Err(ApiError::bad(
-            "holder must be printable: no control characters",
-        ));
-    }
-    Ok(holder.clone())
 }
 
 /// Renew a lease: the same terms, with validUntilMs moved on. Renew every renewEveryMs.
@@ -549,44 +422,6 @@ async fn release_inner(
     }
 }
 
-/// The optional body of a release: nothing, or `{"lastUsedMs": N}`.
-async fn last_used_ms(
-    headers: &HeaderMap,
-    body: axum::body::Body,
-) -> Result<Option<u64>, ApiError> {
-    let empty = headers
-        .get(header::CONTENT_LENGTH)
-        .is_some_and(|length| length == "0")
-        || (!headers.contains_key(header::CONTENT_TYPE)
-            && !headers.contains_key(header::CONTENT_LENGTH)
-            && !headers.contains_key(header::TRANSFER_ENCODING));
-    if empty {
-        return Ok(None);
-    }
-    let fields = read_json_object(headers, body, r#"{"lastUsedMs": 1767225600000}"#).await?;
-    if let Some(other) = fields
-        .keys()
-        .find(|key| !RELEASE_BODY_FIELDS.contains(&key.as_str()))
-    {
-        return Err(ApiError::bad(format!(
-            "unknown field {other:?}: send nothing, or {{\"lastUsedMs\": N}}"
-        )));
-    }
-    match fields.get("lastUsedMs") {
-        None => Ok(None),
-        // At most 2^63 - 1, as the document says (an int64): a later mark would be clamped
-        // to the last one written anyway.
-        Some(value) => idgen_cli::input::whole_number(value)
-            .filter(|&ms| i64::try_from(ms).is_ok())
-            .map(Some)
-            .ok_or_else(|| {
-                ApiError::bad(
-                    "lastUsedMs must be a whole number of Unix milliseconds, 0 to 2^63 - 1",
-                )
-            }),
-    }
-}
-
 /// The lease `lease_id` while it is held; 404 or 410 otherwise.
 fn held(api: &LeaseApi, lease_id: &str) -> Result<Arc<Mutex<Option<ExternalLease>>>, ApiError> {
     let leases = api.leases();
@@ -662,7 +497,7 @@ fn lease_terms(lease_id: &str, terms: &ExternalTerms, layout: &Layout) -> LeaseT
         renew_every_ms: terms.renew_every.as_millis() as u64,
         // So a client can see how far its clock is from the one that wrote the marks.
         server_now_ms: idgen::Clock::now_unix_ms(&SystemClock),
-        layout: layout_info(layout),
+        layout: LayoutInfo::of(layout),
     }
 }
 
@@ -685,29 +520,4 @@ pub fn new_lease_id() -> String {
         }
     }
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_store_call_waits_for_a_free_slot_and_holds_it_while_it_runs() {
-        let calls = Arc::new(Semaphore::new(1));
-        let taken = Arc::clone(&calls).acquire_owned().await.unwrap();
-        let wait = Duration::from_millis(50);
-        match off_runtime_within(&calls, wait, || ()).await {
-            Err(ApiError(status, message)) => {
-                assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-                assert!(message.contains("busy"), "{message}");
-            }
-            Ok(()) => panic!("ran with every slot taken"),
-        }
-        drop(taken);
-        // While the work runs, its slot is taken; once it is done, free again.
-        let slots = Arc::clone(&calls);
-        let during = off_runtime_within(&calls, wait, move || slots.available_permits()).await;
-        assert_eq!(during.ok(), Some(0));
-        assert_eq!(calls.available_permits(), 1);
-    }
 }

@@ -1,0 +1,284 @@
+//! The lease flags of `serve`, `next` and `idgen leases`: where worker numbers come from
+//! (the store, the range, the outage horizon), and the store and source they open.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use clap::builder::NonEmptyStringValueParser;
+use idgen::lease::{AcquireWatch, FileStore, LeaseStore, LeasedGenerator, WorkerRange};
+use idgen::{Generator, Layout};
+
+use crate::failure::Failure;
+
+/// Which store, shared by `serve`, `next` and `leases init`.
+#[derive(Args, Clone)]
+pub struct StoreArgs {
+    /// The lease directory shared by the idgen processes of this host that must never take
+    /// the same worker number (default:
+    /// $XDG_STATE_HOME/idgen/leases, /var/lib/idgen/leases for root, else
+    /// ~/.local/state/idgen/leases; created private, 0700).
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "etcd",
+        env = "IDGEN_LEASE_DIR"
+    )]
+    pub lease_dir: Option<PathBuf>,
+    /// Lease worker numbers from etcd instead: client URLs, comma-separated (needs a build
+    /// with `--features etcd`, which needs Debian's protobuf-compiler and libprotobuf-dev).
+    #[arg(
+        long,
+        value_name = "URL,...",
+        env = "IDGEN_ETCD",
+        hide_env_values = true,
+        value_parser = NonEmptyStringValueParser::new()
+    )]
+    pub etcd: Option<String>,
+    /// The etcd key prefix.
+    #[arg(
+        long,
+        default_value = "/idgen",
+        requires = "etcd",
+        env = "IDGEN_NAMESPACE"
+    )]
+    pub namespace: String,
+    /// The lease's TTL, such as `3s`, `500ms` or `1m` (default: 3s on the file store, 30s
+    /// on etcd, which takes whole seconds from 2s). `leases init` writes etcd marks this
+    /// far ahead.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "IDGEN_LEASE_TTL")]
+    pub lease_ttl: Option<Duration>,
+}
+
+#[derive(Args, Clone)]
+pub struct LeaseArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    range: RangeArgs,
+    /// How long to go on issuing while the lease store cannot be reached, such as `30s`
+    /// or `5m`: each renewal writes the mark this far ahead, and the number of a holder
+    /// that crashed stays unusable this long (default: the TTL on the file store, 3m on
+    /// etcd; never below the TTL).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "IDGEN_OUTAGE_HORIZON")]
+    outage_horizon: Option<Duration>,
+}
+
+/// `--datacenter` and `--workers`: the numbers a process may take, or a listing shows.
+#[derive(Args, Clone)]
+pub struct RangeArgs {
+    /// The datacenter number.
+    #[arg(long, default_value_t = 0, env = "IDGEN_DATACENTER")]
+    datacenter: u64,
+    /// The worker numbers, `A-B` (default: all of the layout's).
+    #[arg(
+        long,
+        value_name = "A-B",
+        env = "IDGEN_WORKERS",
+        value_parser = NonEmptyStringValueParser::new()
+    )]
+    workers: Option<String>,
+}
+
+impl RangeArgs {
+    /// The range, checked against the layout.
+    pub fn range(&self, layout: &Layout) -> Result<WorkerRange, Failure> {
+        let range = match &self.workers {
+            Some(text) => WorkerRange::parse(self.datacenter, text)
+                .map_err(|error| Failure::input(format!("--workers: {error}")))?,
+            None => WorkerRange::all(layout, self.datacenter),
+        };
+        range
+            .check(layout)
+            .map_err(|error| Failure::input(error.to_string()))?;
+        Ok(range)
+    }
+}
+
+/// `500ms`, `3s`, `5m`, `1h`: a whole number and a unit.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let canonical = !number.is_empty() && (number == "0" || !number.starts_with('0'));
+    let number: u64 = match number.parse() {
+        Ok(number) if canonical => number,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a duration such as 500ms, 3s or 5m"
+            ));
+        }
+    };
+    let unit_ms = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(format!("{text:?}: the unit must be ms, s, m or h")),
+    };
+    number
+        .checked_mul(unit_ms)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
+/// What `serve` leases from: the store, shared by its own generator and its lease API, the
+/// range, and the horizon.
+#[derive(Clone)]
+pub struct LeaseSource {
+    pub store: Arc<dyn LeaseStore>,
+    pub range: WorkerRange,
+    pub horizon: Option<Duration>,
+    /// The name recorded with the process's own number (default: `pid <pid> on <host>`).
+    pub holder: Option<String>,
+}
+
+impl LeaseArgs {
+    /// Checks the range and the layout's epoch, and opens the store.
+    pub fn source(&self, layout: Layout) -> Result<LeaseSource, Failure> {
+        let range = self.range.range(&layout)?;
+        // A layout whose epoch is still to come is bad input, found before any lease.
+        layout
+            .check_epoch(idgen::Clock::now_unix_ms(&idgen::SystemClock))
+            .map_err(|error| Failure::input(error.to_string()))?;
+        Ok(LeaseSource {
+            store: Arc::from(self.store.open()?),
+            range,
+            horizon: self.outage_horizon,
+            holder: None,
+        })
+    }
+
+    pub fn acquire(&self, layout: Layout) -> Result<LeasedGenerator, Failure> {
+        self.source(layout)?.acquire(layout)
+    }
+}
+
+impl LeaseSource {
+    /// A leased generator on the layout.
+    pub fn acquire(&self, layout: Layout) -> Result<LeasedGenerator, Failure> {
+        self.acquire_watched(layout, &AcquireWatch::new())
+            .map_err(acquire_failure)
+    }
+
+    /// A leased generator on the layout, its waits for a mark shown to (and cancelled by)
+    /// `watch`; the library's error as it is, for a caller that retries some.
+    pub fn acquire_watched(
+        &self,
+        layout: Layout,
+        watch: &AcquireWatch,
+    ) -> Result<LeasedGenerator, idgen::Error> {
+        let mut builder = LeasedGenerator::builder(Arc::clone(&self.store), self.range)
+            .generator(Generator::builder().layout(layout))
+            .watch(watch);
+        if let Some(horizon) = self.horizon {
+            builder = builder.outage_horizon(horizon);
+        }
+        if let Some(holder) = &self.holder {
+            builder = builder.holder(holder.clone());
+        }
+        builder.acquire()
+    }
+
+    /// How long a holder of this store goes on issuing after its last renewal at most: the
+    /// TTL plus the outage horizon (the flag's, else the store's default).
+    pub fn crashed_holder_bound(&self) -> Duration {
+        self.store.ttl().saturating_add(
+            self.horizon
+                .unwrap_or_else(|| self.store.default_outage_horizon()),
+        )
+    }
+}
+
+/// What a command says when it cannot lease a number: bad input (exit 2) for the store's
+/// configuration or another layout, else a runtime failure.
+pub fn acquire_failure(error: idgen::Error) -> Failure {
+    match error {
+        idgen::Error::LeaseConfig { .. } | idgen::Error::LayoutMismatch { .. } => {
+            Failure::input(format!("{error}"))
+        }
+        _ => Failure::runtime(format!("cannot lease a worker number: {error}")),
+    }
+}
+
+impl StoreArgs {
+    /// A command that only reads a store must not create it (a mistyped directory).
+    pub fn refuse_missing_dir(&self) -> Result<(), Failure> {
+        if self.etcd.is_some() {
+            return Ok(());
+        }
+        let dir = match &self.lease_dir {
+            Some(dir) => dir.clone(),
+            None => idgen::lease::default_lease_dir()
+                .map_err(|error| Failure::input(error.to_string()))?,
+        };
+        if dir.exists() {
+            return Ok(());
+        }
+        Err(Failure::input(format!(
+            "no lease directory at {}: nothing to read",
+            dir.display()
+        )))
+    }
+
+    pub fn open(&self) -> Result<Box<dyn LeaseStore>, Failure> {
+        if let Some(endpoints) = &self.etcd {
+            return etcd_store(endpoints, &self.namespace, self.lease_ttl);
+        }
+        let store = match &self.lease_dir {
+            Some(dir) => FileStore::open(dir),
+            None => FileStore::open_default(),
+        };
+        let store = match self.lease_ttl {
+            Some(ttl) => store.and_then(|store| store.with_ttl(ttl)),
+            None => store,
+        };
+        let store = store.map_err(|error| match error {
+            idgen::Error::LeaseConfig { .. } => Failure::input(error.to_string()),
+            _ => Failure::runtime(error.to_string()),
+        })?;
+        Ok(Box::new(store))
+    }
+}
+
+#[cfg(feature = "etcd")]
+pub fn etcd_store(
+    endpoints: &str,
+    namespace: &str,
+    ttl: Option<Duration>,
+) -> Result<Box<dyn LeaseStore>, Failure> {
+    connect_etcd(endpoints, namespace, ttl).map(|store| Box::new(store) as Box<dyn LeaseStore>)
+}
+
+#[cfg(feature = "etcd")]
+pub fn connect_etcd(
+    endpoints: &str,
+    namespace: &str,
+    ttl: Option<Duration>,
+) -> Result<idgen::lease::EtcdStore, Failure> {
+    let endpoints: Vec<&str> = endpoints.split(',').collect();
+    idgen::lease::EtcdStore::connect(&endpoints, namespace)
+        .and_then(|store| match ttl {
+            Some(ttl) => store.with_ttl(ttl),
+            None => Ok(store),
+        })
+        .map_err(|error| match error {
+            idgen::Error::LeaseConfig { .. } => Failure::input(error.to_string()),
+            _ => Failure::runtime(error.to_string()),
+        })
+}
+
+#[cfg(not(feature = "etcd"))]
+pub fn etcd_store(
+    _endpoints: &str,
+    _namespace: &str,
+    _ttl: Option<Duration>,
+) -> Result<Box<dyn LeaseStore>, Failure> {
+    Err(Failure::input(
+        "this idgen was built without etcd support; build it with --features etcd \
+         (which needs protoc and the well-known .proto files: Debian's protobuf-compiler \
+         and libprotobuf-dev)",
+    ))
+}

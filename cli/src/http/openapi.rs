@@ -1,0 +1,149 @@
+//! The OpenAPI 3.1 document: its frame (title, description, tags, security scheme), how it
+//! is written, and `GET /openapi.json`, which serves it. Its paths and schemas come from
+//! the handlers' `#[utoipa::path]` annotations, through the route lists in `http`.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::http::state::Service;
+
+/// The route of this module, and what the document says of it.
+pub fn routes() -> OpenApiRouter<Arc<Service>> {
+    OpenApiRouter::new().routes(routes!(openapi))
+}
+
+/// This document.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "operations",
+    responses((status = 200, description = "The OpenAPI 3.1 document of this service, the \
+        same whatever its flags but one: with sequences declared, the sequence name is one \
+        of them (an enum)", body = Object, content_type = "application/json"))
+)]
+async fn openapi(State(service): State<Arc<Service>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        service.document.clone(),
+    )
+        .into_response()
+}
+
+/// The document of the routers' `parts`, in their order, in its frame.
+pub fn framed(
+    parts: impl IntoIterator<Item = utoipa::openapi::OpenApi>,
+) -> utoipa::openapi::OpenApi {
+    let mut document = info();
+    for part in parts {
+        document.merge(part);
+    }
+    document
+}
+
+/// `document` as text, the sequence path's `name` limited to `sequences` when given (the
+/// declared ones): pretty, with a final newline.
+pub fn written(document: utoipa::openapi::OpenApi, sequences: Option<&[&str]>) -> String {
+    let written = serde_json::to_value(document).and_then(|mut document| {
+        optional_bodies_not_null(&mut document);
+        if let Some(sequences) = sequences {
+            name_sequences(&mut document, sequences);
+        }
+        serde_json::to_string_pretty(&document)
+    });
+    // Plain data: it cannot fail; if it ever did, the document says so (and the test that
+    // compares it with docs/openapi.json fails).
+    written.unwrap_or_else(|error| format!("{{\"error\": {:?}}}", error.to_string())) + "\n"
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "idgen",
+        description = "Unique, time-sortable IDs over HTTP: 64-bit Snowflake IDs (as decimal \
+                       strings), UUIDv7s, ULIDs and opaque IDs; dense sequence values; and \
+                       worker-number leases for generators in other languages."
+    ),
+    tags(
+        (name = "ids", description = "IDs of every kind, and what they say"),
+        (name = "sequences", description = "Dense values of named sequences"),
+        (name = "lease API", description = "Worker numbers for generators that run elsewhere \
+                                            (`--lease-api-token-file`)"),
+        (name = "operations", description = "Health, metrics, layout and this document"),
+    ),
+    modifiers(&BearerToken)
+)]
+struct Info;
+
+/// The lease API's `Authorization: Bearer <token>`.
+struct BearerToken;
+
+impl Modify for BearerToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            // The name the lease API's operations give their security requirement.
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The document's title, description, tags and security scheme; the paths and schemas come
+/// from the routers (see `http::document`).
+fn info() -> utoipa::openapi::OpenApi {
+    let mut openapi = Info::openapi();
+    openapi.info.version = env!("CARGO_PKG_VERSION").to_string();
+    openapi
+}
+
+/// utoipa writes an optional request body (`Option<T>`) as "a `T` or JSON `null`"; the
+/// service takes no body or a `T`, and refuses `null`: the body's schema becomes `T` alone
+/// (the body stays optional: not `required`).
+fn optional_bodies_not_null(document: &mut serde_json::Value) {
+    let Some(paths) = document["paths"].as_object_mut() else {
+        return;
+    };
+    let operations = paths
+        .values_mut()
+        .filter_map(|item| item.as_object_mut())
+        .flat_map(|item| item.values_mut());
+    for operation in operations {
+        let content = operation
+            .get_mut("requestBody")
+            .and_then(|body| body.get_mut("content"))
+            .and_then(|content| content.as_object_mut());
+        for media in content.into_iter().flat_map(|content| content.values_mut()) {
+            if let Some(schema) = media.get_mut("schema")
+                && let Some(choices) = schema.get("oneOf").and_then(|choices| choices.as_array())
+            {
+                let not_null: Vec<_> = choices
+                    .iter()
+                    .filter(|choice| choice["type"] != "null")
+                    .cloned()
+                    .collect();
+                if let [only] = &not_null[..] {
+                    *schema = only.clone();
+                }
+            }
+        }
+    }
+}
+
+/// Limits the sequence path's `name` to `sequences` (an enum beside its pattern), so that a
+/// generated client and a contract checker see the rule the service applies.
+fn name_sequences(document: &mut serde_json::Value, sequences: &[&str]) {
+    let parameters = document["paths"]["/v1/sequences/{name}/next"]["post"]["parameters"]
+        .as_array_mut()
+        .into_iter()
+        .flatten();
+    for parameter in parameters.filter(|parameter| parameter["name"] == "name") {
+        parameter["schema"]["enum"] = serde_json::json!(sequences);
+    }
+}
