@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{PATIENCE, Service, idgen_command, new_lease_dir, unix_ms, wait_until};
+use common::{PATIENCE, Service, idgen_command, new_lease_dir, wait_until};
 
 /// `idgen serve` on the lease directory (blocks beside it) with `extra`, waited for only
 /// until it listens.
@@ -246,7 +246,7 @@ fn http_get(address: std::net::SocketAddr, path: &str) -> String {
 #[cfg(feature = "etcd")]
 mod etcd {
     use super::*;
-    use common::{TWO_NUMBERS as LAYOUT, etcd_endpoints as endpoints};
+    use common::{TWO_NUMBERS as LAYOUT, etcd_endpoints as endpoints, unix_ms};
 
     /// A namespace of its own, initialised as new, whose worker 0 has a mark `ahead_ms` from
     /// now (as a holder that crashed leaves it); returns the namespace and the mark.
