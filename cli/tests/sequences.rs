@@ -470,3 +470,56 @@ fn a_sequence_whose_first_grant_fails_is_not_kept() {
         assert_eq!(values(&reply), vec![1], "{name}");
     }
 }
+
+#[test]
+fn a_sequence_another_request_still_uses_is_not_closed_under_it() {
+    // A store that refuses every grant of `broken` at once (a file where its directory
+    // goes): each request waits out its allocator's 2 s, then gets a 503.
+    let lease_dir = new_lease_dir("seq-shared-failure");
+    let blocks_dir = lease_dir.with_file_name("blocks");
+    let service = Service::start(&lease_dir, &["--sequences", "broken"]);
+    std::fs::write(blocks_dir.join("broken"), "in the way").unwrap();
+    let body = br#"{"count": 1}"#;
+    let json = [("Content-Type", "application/json")];
+    let first = service.send("POST", "/v1/sequences/broken/next", &json, body);
+    service.wait_until_read("the first request", &[first.local_addr()]);
+    // The second comes while the first waits: both use the one allocator.
+    let second = service.send("POST", "/v1/sequences/broken/next", &json, body);
+    for (which, reply) in [("first", first.reply()), ("second", second.reply())] {
+        // A 503 (the store is away: retry), never a 500 "the allocator is closed", which
+        // says the sequence stopped for good.
+        assert_eq!(reply.status, 503, "{which}: {}", reply.body);
+    }
+    // The failures stay counted though the allocator is gone.
+    let metrics = service.get("/metrics").body;
+    assert!(metrics.contains("idgen_sequences 0\n"), "{metrics}");
+    let failed = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("idgen_block_round_trips_failed_total "))
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!(failed > 0, "{metrics}");
+}
+
+#[test]
+fn declarations_forgive_spaces_empty_items_and_a_byte_order_mark() {
+    let lease_dir = new_lease_dir("seq-lenient");
+    let list = lease_dir.with_file_name("sequences");
+    std::fs::write(&list, "\u{feff}refunds\n").unwrap();
+    let service = Service::start(
+        &lease_dir,
+        &[
+            "--sequences",
+            " orders, invoices,",
+            "--sequences-file",
+            list.to_str().unwrap(),
+        ],
+    );
+    for name in ["orders", "invoices", "refunds"] {
+        let reply = service.post_json(&format!("/v1/sequences/{name}/next"), r#"{"count": 1}"#);
+        assert_eq!(values(&reply), vec![1], "{name}");
+    }
+    // An undeclared name is a 404 whatever its body.
+    let reply = service.post_json("/v1/sequences/payments/next", "not json");
+    assert_eq!(reply.status, 404, "{}", reply.body);
+}

@@ -47,7 +47,10 @@ impl DeclaredArgs {
     /// The declared names, each checked; a bad one is bad input, named with its line.
     pub fn declared(&self) -> Result<Declared, Failure> {
         let mut names = BTreeSet::new();
-        for name in &self.sequences {
+        // Spaces around a name and empty items (`a, b`, a trailing comma, an empty
+        // IDGEN_SEQUENCES) are not names.
+        let listed = self.sequences.iter().map(|name| name.trim());
+        for name in listed.filter(|name| !name.is_empty()) {
             names.insert(
                 SequenceName::new(name)
                     .map_err(|error| Failure::input(format!("--sequences: {error}")))?,
@@ -57,7 +60,9 @@ impl DeclaredArgs {
             let flag = "--sequences-file";
             let file =
                 operator_files::read(path, flag, "a list of sequences", MAX_SEQUENCES_FILE_BYTES)?;
-            for (number, line) in file.text.lines().enumerate() {
+            // A byte-order mark (an editor's) is not part of the first name.
+            let text = file.text.strip_prefix('\u{feff}').unwrap_or(&file.text);
+            for (number, line) in text.lines().enumerate() {
                 let line = line.trim();
                 if line.is_empty() || line.starts_with('#') {
                     continue;

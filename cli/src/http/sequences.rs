@@ -34,6 +34,9 @@ pub struct Sequences {
     max_batch: usize,
     declared: Declared,
     pub values_issued: AtomicU64,
+    /// Round trips of allocators no longer kept, so that the totals never go down.
+    retired_round_trips: AtomicU64,
+    retired_failed_round_trips: AtomicU64,
 }
 
 impl Sequences {
@@ -50,12 +53,13 @@ impl Sequences {
             max_sequences,
             max_batch,
             values_issued: AtomicU64::new(0),
+            retired_round_trips: AtomicU64::new(0),
+            retired_failed_round_trips: AtomicU64::new(0),
         }
     }
 
-    /// The allocator of `name`, made if new (each has a fetcher thread, hence the cap),
-    /// and whether this call made it.
-    fn allocator(&self, name: &SequenceName) -> Result<(Arc<BlockAllocator>, bool), ApiError> {
+    /// The allocator of `name`, made if new (each has a fetcher thread, hence the cap).
+    fn allocator(&self, name: &SequenceName) -> Result<Arc<BlockAllocator>, ApiError> {
         if !self.declared.allows(name) {
             return Err(ApiError(StatusCode::NOT_FOUND, self.declared.refusal(name)));
         }
@@ -72,7 +76,7 @@ impl Sequences {
             return Err(unavailable("the service is shutting down".into()));
         };
         if let Some(allocator) = allocators.get(name) {
-            return Ok((Arc::clone(allocator), false));
+            return Ok(Arc::clone(allocator));
         }
         if allocators.len() >= self.max_sequences {
             return Err(ApiError(
@@ -88,32 +92,43 @@ impl Sequences {
             .map_err(|error| ApiError(StatusCode::SERVICE_UNAVAILABLE, error.to_string()))?;
         let allocator = Arc::new(allocator);
         allocators.insert(name.clone(), Arc::clone(&allocator));
-        Ok((allocator, true))
+        Ok(allocator)
     }
 
-    /// Values of `name`. A sequence made for this call whose first grant failed is not
-    /// kept: no thread, no slot of --max-sequences, for a name that never got a value.
+    /// Values of `name`. A sequence whose store never granted it a block is not kept once
+    /// its last request failed: no thread, no slot of --max-sequences, for a name that
+    /// never got a value. One another request still uses stays (closing it would fail
+    /// that request for good).
     fn next_values(&self, name: &SequenceName, count: usize) -> Result<Vec<u64>, ApiError> {
-        let (allocator, made) = self.allocator(name)?;
+        let allocator = self.allocator(name)?;
         let values = allocator.next_n(count).map_err(api_error);
-        if values.is_err() && made {
-            let stats = allocator.stats();
-            let never_granted = stats.round_trips == stats.failed_round_trips;
-            let forgotten = never_granted && {
+        if values.is_err() {
+            let forgotten = {
+                // Under the map's lock no other request can take a new handle on it.
                 let mut allocators = self
                     .allocators
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner);
                 allocators.as_mut().is_some_and(|allocators| {
+                    let stats = allocator.stats();
+                    let never_granted = stats.round_trips == stats.failed_round_trips;
+                    // Held by the map and by this call only.
+                    let unused_elsewhere = Arc::strong_count(&allocator) == 2;
                     let ours = allocators
                         .get(name)
                         .is_some_and(|kept| Arc::ptr_eq(kept, &allocator));
-                    ours && allocators.remove(name).is_some()
+                    never_granted && unused_elsewhere && ours && allocators.remove(name).is_some()
                 })
             };
             if forgotten {
-                // Nothing to give back: this only stops its fetcher.
+                // Nothing to give back: this only stops its fetcher. Its failed round trips
+                // stay counted.
                 let _ = allocator.close();
+                let stats = allocator.stats();
+                self.retired_round_trips
+                    .fetch_add(stats.round_trips, Ordering::Relaxed);
+                self.retired_failed_round_trips
+                    .fetch_add(stats.failed_round_trips, Ordering::Relaxed);
             }
         }
         values
@@ -125,10 +140,13 @@ impl Sequences {
             .allocators
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        let (mut trips, mut failed) = (
+            self.retired_round_trips.load(Ordering::Relaxed),
+            self.retired_failed_round_trips.load(Ordering::Relaxed),
+        );
         let Some(allocators) = allocators.as_ref() else {
-            return (0, 0, 0);
+            return (trips, failed, 0);
         };
-        let (mut trips, mut failed) = (0, 0);
         for allocator in allocators.values() {
             let stats = allocator.stats();
             trips += stats.round_trips;
@@ -226,6 +244,14 @@ async fn next_values(
         ApiError::bad("invalid sequence name: not UTF-8 once percent-decoded; only a-z, 0-9, _ and - are allowed")
     })?;
     let name = SequenceName::new(&name).map_err(|error| ApiError::bad(error.to_string()))?;
+    // Before the body and before any blocking thread: a 404 never queues behind requests
+    // that wait on a store.
+    if !sequences.declared.allows(&name) {
+        return Err(ApiError(
+            StatusCode::NOT_FOUND,
+            sequences.declared.refusal(&name),
+        ));
+    }
     if query.is_some_and(|query| !query.is_empty()) {
         return Err(ApiError::bad(
             r#"POST /v1/sequences/{name}/next takes {"count": N} in the body, not the query"#,
