@@ -282,12 +282,12 @@ fn moving_to_another_worker_number_never_crosses_either_mark() {
                 .build()
                 .unwrap(),
         );
-        generator.loom_set_tenure(0, 0, OLD_CEILING);
+        idgen::loom_hooks::set_tenure(&generator, 0, 0, OLD_CEILING);
         let issuer = spawn_issuer(&generator);
-        generator.loom_set_tenure(0, 0, 0);
+        idgen::loom_hooks::set_tenure(&generator, 0, 0, 0);
         // The keeper waits for the (precise) clock to pass the new number's mark.
         clock.precise.set(NEW_MARK + 1);
-        generator.loom_move_to(1, NEW_MARK, T0 + 100).unwrap();
+        idgen::loom_hooks::move_to(&generator, 1, NEW_MARK, T0 + 100).unwrap();
         let ids = issuer.join().unwrap();
         assert_unique_and_increasing(std::slice::from_ref(&ids));
         for id in ids {
@@ -315,11 +315,11 @@ fn moving_to_a_lower_worker_number_with_an_older_mark_keeps_ids_increasing() {
                 .build()
                 .unwrap(),
         );
-        generator.loom_set_tenure(0, 1, T0 + 100);
+        idgen::loom_hooks::set_tenure(&generator, 0, 1, T0 + 100);
         let first = generator.next_id().unwrap();
         let issuer = spawn_issuer(&generator);
-        generator.loom_set_tenure(0, 1, 0);
-        generator.loom_move_to(0, OLD_MARK, T0 + 100).unwrap();
+        idgen::loom_hooks::set_tenure(&generator, 0, 1, 0);
+        idgen::loom_hooks::move_to(&generator, 0, OLD_MARK, T0 + 100).unwrap();
         // The fresh millisecond is the next one: the clock gets there.
         clock.set(T0 + 1);
         // Every ID in the order the swaps succeeded: the first before the issuer started,
@@ -384,7 +384,8 @@ fn the_fast_path_hands_over_to_the_full_transition_at_the_end_of_the_layout() {
 /// noted, so the thread resumes rather than parking on a word readers depend on.
 #[test]
 fn the_default_clocks_word_never_leads_the_clock_nor_goes_back() {
-    use idgen::{CachedReading, Clock};
+    use idgen::Clock;
+    use idgen::loom_hooks::CachedReading;
     loom::model(|| {
         let clock = ManualClock::new(T0);
         let word = Arc::new(CachedReading::idle());
@@ -443,7 +444,8 @@ fn the_default_clocks_word_never_leads_the_clock_nor_goes_back() {
 /// parked, and took the late raise as is, fails this model.)
 #[test]
 fn a_late_raise_after_a_park_never_lowers_the_default_clocks_word() {
-    use idgen::{CachedReading, Clock};
+    use idgen::Clock;
+    use idgen::loom_hooks::CachedReading;
     fn read_or_resume(word: &CachedReading, clock: &ManualClock) -> u64 {
         word.read().unwrap_or_else(|| {
             let precise = clock.now_unix_ms();
@@ -473,11 +475,12 @@ fn a_late_raise_after_a_park_never_lowers_the_default_clocks_word() {
 /// A UUIDv7 generator with a counter of `counter_bits` on a manual clock.
 fn uuid_generator(counter_bits: u32, clock: &ManualClock) -> Arc<Uuid7Generator<ManualClock>> {
     Arc::new(
-        Uuid7Generator::builder()
-            .clock(clock.clone())
-            .loom_counter_bits(counter_bits)
-            .build()
-            .unwrap(),
+        idgen::loom_hooks::counter_bits(
+            Uuid7Generator::builder().clock(clock.clone()),
+            counter_bits,
+        )
+        .build()
+        .unwrap(),
     )
 }
 
@@ -503,7 +506,7 @@ fn a_new_millisecond_is_seeded_once_and_counted_on_from() {
         // here beyond their low bits.
         let spawn = |seed: u64| {
             let generator = generator.clone();
-            thread::spawn(move || generator.loom_next_with(seed, seed).unwrap())
+            thread::spawn(move || idgen::loom_hooks::next_with(&generator, seed, seed).unwrap())
         };
         let (a, b) = (spawn(1), spawn(3));
         let (a, b) = (a.join().unwrap(), b.join().unwrap());
@@ -514,7 +517,7 @@ fn a_new_millisecond_is_seeded_once_and_counted_on_from() {
         assert!(matches!(uuid_counter(first, 3), 1 | 3), "{first:?}");
         assert_eq!(uuid_counter(second, 3), uuid_counter(first, 3) + 1);
         clock.advance(1);
-        let third = generator.loom_next_with(2, 2).unwrap();
+        let third = idgen::loom_hooks::next_with(&generator, 2, 2).unwrap();
         assert_eq!((third.unix_ms(), uuid_counter(third, 3)), (T0 + 1, 2));
     });
 }
@@ -532,7 +535,7 @@ fn a_used_up_counter_waits_for_the_next_millisecond() {
             let generator = generator.clone();
             thread::spawn(move || {
                 (0..count)
-                    .map(|_| generator.loom_next_with(1, 0).unwrap())
+                    .map(|_| idgen::loom_hooks::next_with(&generator, 1, 0).unwrap())
                     .collect::<Vec<_>>()
             })
         };
@@ -569,7 +572,7 @@ fn a_used_up_counter_waits_for_the_next_millisecond() {
 /// fails this model: a taker then takes the old block's end.)
 #[test]
 fn block_cursor_takers_and_installs_never_share_a_value() {
-    use idgen::BlockCursor;
+    use idgen::loom_hooks::BlockCursor;
     use loom::sync::Mutex;
     loom::model(|| {
         let cursor = Arc::new(BlockCursor::new());
@@ -618,7 +621,7 @@ fn block_cursor_takers_and_installs_never_share_a_value() {
 /// reports, so giving back from there hands nothing out twice.
 #[test]
 fn a_closed_cursor_gives_back_only_values_never_taken() {
-    use idgen::BlockCursor;
+    use idgen::loom_hooks::BlockCursor;
     loom::model(|| {
         let cursor = Arc::new(BlockCursor::new());
         cursor.install(1, 4);

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::layout::Layout;
+use crate::snowflake::Layout;
 
 use super::keeper::{Marked, millis, take_and_mark};
-use super::leased::Timing;
+use super::timing::Timing;
 use super::{Claim, LeaseStore, WorkerRange};
 
 /// A worker number held for a generator outside this process: the same claim, marks and

@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::generator::Generator;
+use crate::snowflake::Generator;
 use crate::sync::{Arc, AtomicU64, Ordering};
 
-use super::leased::{LeaseState, LeaseStats, MAX_OUTAGE_HORIZON, Timing};
+use super::stats::{LeaseState, LeaseStats};
+use super::timing::{MAX_OUTAGE_HORIZON, Timing};
 use super::watch::{AcquireWatch, MarkWait};
 use super::{Claim, LeaseStore, NumberState, WorkerRange};
 

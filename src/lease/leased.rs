@@ -8,142 +8,18 @@ use std::time::Duration;
 
 use crate::DefaultClock;
 use crate::clock::Clock;
+use crate::engine::Stats;
 use crate::error::Error;
-use crate::generator::{Builder, Generator, Stats};
-use crate::id::Id;
-use crate::layout::{IdParts, Layout};
-use crate::sharded::Pins;
+use crate::snowflake::{Builder, Generator, Id, IdParts, Layout, Pins};
 use crate::sync::{Arc, AtomicU64};
 
 use super::keeper::{
     Control, Counters, Keeper, Marked, Marks, default_holder, keep, take_and_mark,
 };
+use super::stats::LeaseStats;
+use super::timing::Timing;
 use super::watch::AcquireWatch;
 use super::{LeaseStore, WorkerRange};
-
-/// Where a leased generator stands, in [`LeaseStats::state`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum LeaseState {
-    /// The lease is valid: IDs are issued.
-    Valid,
-    /// Renewals are failing (the store cannot be reached), but the mark written before
-    /// the failures is still ahead: IDs are issued up to it
-    /// ([`LeaseStats::valid_for_ms`] says for how long), then refused.
-    Outage,
-    /// Renewals have failed for so long that the clock passed the mark: calls fail with
-    /// [`Error::LeaseExpired`] until a renewal gets through.
-    Expired,
-    /// The store says the number is gone: the keeper is trying to take a new one.
-    Lost,
-    /// Released; nothing more is issued.
-    Released,
-}
-
-/// A snapshot of a leased generator's lease ([`LeasedGenerator::lease_stats`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LeaseStats {
-    /// The state now.
-    pub state: LeaseState,
-    /// The datacenter held now.
-    pub datacenter: u64,
-    /// The worker number held now.
-    pub worker: u64,
-    /// Successful renewals.
-    pub renewals: u64,
-    /// Failed renewal attempts (each retry counts).
-    pub renewal_failures: u64,
-    /// Worker numbers taken after the one before was lost.
-    pub reacquisitions: u64,
-    /// Outages so far: runs of failed renewals, each counted once when it begins.
-    pub outages: u64,
-    /// When the current outage began (the first failed renewal since the last success),
-    /// Unix ms on the generator's clock; `None` while renewals succeed.
-    pub outage_since_unix_ms: Option<u64>,
-    /// Milliseconds of validity left (negative: expired that long ago), on the generator's
-    /// clock; 0 once the lease is lost or released.
-    pub valid_for_ms: i64,
-    /// The first Unix millisecond (generator's clock) in which no ID is issued: the
-    /// millisecond after the mark.
-    pub valid_until_unix_ms: u64,
-    /// The earliest moment the store may hand the number to someone else: when the last
-    /// successful acquire or renewal request was sent, plus the TTL.
-    pub lease_end_unix_ms: u64,
-    /// The last mark written to the store.
-    pub mark_unix_ms: u64,
-    /// The mark the previous holder of the number held now had left, if any.
-    pub previous_mark_unix_ms: Option<u64>,
-}
-
-/// The longest outage horizon a leased generator takes, and the longest recorded one a
-/// successor infers a lost mark with: a day. A longer one (`30d` for `30s`) would make
-/// every number whose history was lost unusable for that long.
-pub const MAX_OUTAGE_HORIZON: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// Tuning of a [`LeasedGenerator`]; the defaults follow the store's TTL.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Timing {
-    pub(super) ttl: Duration,
-    /// How far ahead of each renewal the mark is written: how long the generator goes on
-    /// issuing when renewals stop getting through.
-    pub(super) horizon: Duration,
-    pub(super) renew_every: Duration,
-    pub(super) startup_wait: Duration,
-}
-
-impl Timing {
-    /// The timing for `store`, with defaults for what is not given: renewals every third of
-    /// the TTL, the store's outage horizon, a startup wait of the horizon and a second.
-    pub(super) fn for_store(
-        store: &dyn LeaseStore,
-        renew_every: Option<Duration>,
-        horizon: Option<Duration>,
-        startup_wait: Option<Duration>,
-    ) -> Result<Timing, Error> {
-        let ttl = store.ttl();
-        let horizon = horizon.unwrap_or_else(|| store.default_outage_horizon().max(ttl));
-        if horizon > MAX_OUTAGE_HORIZON {
-            return Err(Error::LeaseConfig {
-                reason: format!(
-                    "an outage horizon of {horizon:?} is above the longest taken, a day: a \
-                     crashed holder's number would stay unusable that long"
-                ),
-            });
-        }
-        if horizon < ttl {
-            return Err(Error::LeaseConfig {
-                reason: format!(
-                    "an outage horizon of {horizon:?} is below the TTL of {ttl:?}: the mark \
-                     must stay ahead of the lease, so the horizon is at least the TTL"
-                ),
-            });
-        }
-        Ok(Timing {
-            ttl,
-            horizon,
-            renew_every: renew_every.unwrap_or(ttl / 3),
-            startup_wait: startup_wait.unwrap_or(horizon.saturating_add(Duration::from_secs(1))),
-        })
-    }
-
-    /// Checks that renewals come at least `margin` (default: a tenth of the TTL) before
-    /// the lease would end at the store.
-    fn check_margin(self, margin: Option<Duration>) -> Result<Timing, Error> {
-        let (ttl, renew_every) = (self.ttl, self.renew_every);
-        let margin = margin.unwrap_or(ttl / 10);
-        if renew_every.is_zero() || margin.saturating_add(renew_every) >= ttl {
-            return Err(Error::LeaseConfig {
-                reason: format!(
-                    "renewing every {renew_every:?} with a safety margin of {margin:?} \
-                     leaves no validity within a TTL of {ttl:?}: both must be non-zero \
-                     and add up to less than the TTL"
-                ),
-            });
-        }
-        Ok(self)
-    }
-}
 
 /// Configures a [`LeasedGenerator`]; start from [`LeasedGenerator::builder`].
 #[derive(Debug)]
@@ -223,7 +99,7 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
     /// How far ahead of each renewal the generator writes its mark, and so how long it goes
     /// on issuing when renewals stop getting through (a store outage): it issues up to the
     /// mark, then refuses with [`Error::LeaseExpired`] until a renewal succeeds. Never below
-    /// the TTL, never above [`MAX_OUTAGE_HORIZON`] (a day). Default: the store's [`LeaseStore::default_outage_horizon`] (the TTL for
+    /// the TTL, never above [`MAX_OUTAGE_HORIZON`](super::MAX_OUTAGE_HORIZON) (a day). Default: the store's [`LeaseStore::default_outage_horizon`] (the TTL for
     /// the file store, whose crashed holders should not block their number for long;
     /// minutes for etcd). The price: a number whose holder crashed stays unusable until its
     /// mark passes, up to a horizon (see `docs/leases.md`).

@@ -29,7 +29,9 @@ pub(crate) use file::fuzz_read as fuzz_read_files;
 mod keeper;
 mod leased;
 mod range;
+mod stats;
 mod store;
+mod timing;
 mod watch;
 
 #[cfg(feature = "etcd")]
@@ -40,10 +42,9 @@ pub(crate) use file::default_state_dir;
 pub use file::{
     FILE_STORE_DEFAULT_TTL, FILE_STORE_MAX_TTL, FileStore, default_lease_dir, legacy_lease_dir,
 };
-pub use leased::{
-    LeaseState, LeaseStats, LeasedBuilder, LeasedGenerator, LeasedShardedGenerator,
-    MAX_OUTAGE_HORIZON,
-};
+pub use leased::{LeasedBuilder, LeasedGenerator, LeasedShardedGenerator};
 pub use range::WorkerRange;
+pub use stats::{LeaseState, LeaseStats};
 pub use store::{Claim, LeaseStore, NumberRecord, NumberState};
+pub use timing::MAX_OUTAGE_HORIZON;
 pub use watch::{AcquireWatch, MarkWait};

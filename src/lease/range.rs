@@ -4,7 +4,7 @@ use std::fmt;
 use std::ops::RangeInclusive;
 
 use crate::error::{Error, Field};
-use crate::layout::Layout;
+use crate::snowflake::Layout;
 
 /// The worker numbers a process may lease: one datacenter and an inclusive range of worker
 /// numbers in it (for example production `0-799`, staging `800-1023`).

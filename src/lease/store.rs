@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::layout::Layout;
+use crate::snowflake::Layout;
 
 use super::WorkerRange;
 

@@ -4,9 +4,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::counted::{COUNTER_BITS, CountedGenerator, CountedId, sealed};
 use crate::DefaultClock;
 use crate::clock::Clock;
-use crate::counted::{COUNTER_BITS, CountedGenerator, CountedId, sealed};
 use crate::error::Error;
 
 /// Issues ULIDs, strictly increasing across all threads, lock-free.
@@ -188,26 +188,6 @@ impl fmt::Debug for Ulid {
     }
 }
 
-/// With the `ulid` feature: the `ulid` crate's type, same 128 bits.
-#[cfg(feature = "ulid")]
-impl From<Ulid> for ulid::Ulid {
-    fn from(value: Ulid) -> ulid::Ulid {
-        ulid::Ulid(value.0)
-    }
-}
-
-/// With the `ulid` feature: every `ulid::Ulid` is a ULID.
-#[cfg(feature = "ulid")]
-impl From<ulid::Ulid> for Ulid {
-    fn from(value: ulid::Ulid) -> Ulid {
-        Ulid(value.0)
-    }
-}
-
-// With the `serde` feature: the 26-character string.
-#[cfg(feature = "serde")]
-crate::counted::serde_as_text!(Ulid, "a ULID as a string of 26 Crockford base32 characters");
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,24 +273,5 @@ mod tests {
         let next_ms = Ulid::from_fields(0x0123_4567_89AC, 0, 0);
         assert!(ulid < next_ms);
         assert!(ulid.to_string() < next_ms.to_string());
-    }
-
-    #[cfg(feature = "ulid")]
-    #[test]
-    fn converts_to_and_from_the_ulid_crate() {
-        let ulid: Ulid = SPEC_EXAMPLE.parse().unwrap();
-        let theirs: ulid::Ulid = ulid.into();
-        assert_eq!(theirs.to_string(), SPEC_EXAMPLE);
-        assert_eq!(Ulid::from(theirs), ulid);
-    }
-
-    #[cfg(feature = "serde")]
-    #[test]
-    fn serde_uses_the_string() {
-        let ulid: Ulid = SPEC_EXAMPLE.parse().unwrap();
-        let json = serde_json::to_string(&ulid).unwrap();
-        assert_eq!(json, format!("\"{SPEC_EXAMPLE}\""));
-        assert_eq!(serde_json::from_str::<Ulid>(&json).unwrap(), ulid);
-        assert!(serde_json::from_str::<Ulid>("\"8ZZZZZZZZZZZZZZZZZZZZZZZZZ\"").is_err());
     }
 }

@@ -14,10 +14,11 @@ use std::marker::PhantomData;
 
 use crate::DefaultClock;
 use crate::clock::Clock;
+use crate::engine::{ClockSource, Core, Rules, Stats, Waiting};
 use crate::error::Error;
-use crate::generator::{ClockSource, Core, DEFAULT_CLOCK_BACK_TOLERANCE_MS, Stats, Waiting};
-use crate::random;
-use crate::state::Rules;
+use crate::snowflake::DEFAULT_CLOCK_BACK_TOLERANCE_MS;
+
+use super::random;
 
 /// The first millisecond the 128-bit kinds can issue in: 2024-01-01T00:00:00Z. It is not
 /// part of their values (those carry Unix milliseconds), only of the generator's state.
@@ -46,40 +47,6 @@ pub trait CountedId: sealed::Sealed + Copy + Ord + fmt::Debug + Send + Sync + 's
 pub(crate) mod sealed {
     pub trait Sealed {}
 }
-
-/// Serialize as the `Display` text, deserialize from a string through `FromStr`: how the
-/// 128-bit kinds travel in JSON. `$expecting` finishes "invalid type: ..., expected".
-#[cfg(feature = "serde")]
-macro_rules! serde_as_text {
-    ($kind:ty, $expecting:literal) => {
-        impl serde::Serialize for $kind {
-            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.collect_str(self)
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $kind {
-            fn deserialize<D: serde::Deserializer<'de>>(
-                deserializer: D,
-            ) -> Result<$kind, D::Error> {
-                struct Text;
-                impl serde::de::Visitor<'_> for Text {
-                    type Value = $kind;
-                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                        f.write_str($expecting)
-                    }
-                    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<$kind, E> {
-                        text.parse().map_err(E::custom)
-                    }
-                }
-                deserializer.deserialize_str(Text)
-            }
-        }
-    };
-}
-
-#[cfg(feature = "serde")]
-pub(crate) use serde_as_text;
 
 /// Issues [`CountedId`]s, strictly increasing across all threads, lock-free: the generator
 /// behind [`Uuid7Generator`](crate::Uuid7Generator) and [`UlidGenerator`](crate::UlidGenerator).
@@ -146,10 +113,9 @@ impl<T: CountedId, C: Clock> CountedBuilder<T, C> {
         self
     }
 
-    /// For the loom models only: a counter small enough to run out.
+    /// A counter small enough to run out, for the loom models (`crate::loom_hooks`).
     #[cfg(idgen_loom)]
-    #[doc(hidden)]
-    pub fn loom_counter_bits(mut self, bits: u32) -> Self {
+    pub(crate) fn counter_bits(mut self, bits: u32) -> Self {
         self.counter_bits = bits;
         self
     }
@@ -205,7 +171,12 @@ impl<T: CountedId, C: Clock> CountedGenerator<T, C> {
     /// The next ID with `random` in its random field; a new millisecond's counter starts at
     /// `seed()` with the top bit cleared.
     #[inline]
-    fn next_with(&self, random: u64, seed: impl Fn() -> u64, waiting: Waiting) -> Result<T, Error> {
+    pub(crate) fn next_with(
+        &self,
+        random: u64,
+        seed: impl Fn() -> u64,
+        waiting: Waiting,
+    ) -> Result<T, Error> {
         let slot = match self.core.try_issue_one(|| seed() & self.seed_mask) {
             Some((slot, ())) => slot,
             None => self.core.reserve(1, waiting, seed() & self.seed_mask)?.0,
@@ -248,13 +219,6 @@ impl<T: CountedId, C: Clock> CountedGenerator<T, C> {
     fn compose(&self, slot: u64, random: u64) -> T {
         let unix_ms = self.core.epoch_unix_ms() + (slot >> self.core.sequence_bits());
         T::from_counted(unix_ms, slot & self.counter_mask, random)
-    }
-
-    /// For the loom models only: the next ID with this seed and these random bits.
-    #[cfg(idgen_loom)]
-    #[doc(hidden)]
-    pub fn loom_next_with(&self, seed: u64, random: u64) -> Result<T, Error> {
-        self.next_with(random, || seed, Waiting::Allowed)
     }
 
     /// The clock.

@@ -4,16 +4,19 @@
 use std::cell::Cell;
 use std::fmt;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
 use crate::DefaultClock;
 use crate::clock::Clock;
+use crate::engine::Stats;
 use crate::error::Error;
-use crate::generator::{Builder, Generator, Stats};
-use crate::id::Id;
-use crate::layout::{IdParts, Layout};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+
+use super::builder::Builder;
+use super::generator::Generator;
+use super::id::Id;
+use super::layout::{IdParts, Layout};
 
 /// Hands each new thread the next number, round-robin over every sharded generator.
 static NEXT_THREAD_SLOT: AtomicU32 = AtomicU32::new(0);

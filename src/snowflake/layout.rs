@@ -4,7 +4,8 @@
 use std::fmt;
 
 use crate::error::{Error, Field};
-use crate::id::Id;
+
+use super::id::Id;
 
 /// 2024-01-01T00:00:00Z in Unix milliseconds, the default epoch.
 pub const DEFAULT_EPOCH_UNIX_MS: u64 = 1_704_067_200_000;

@@ -52,7 +52,7 @@ impl ThreadRandom {
     fn seeded() -> Result<ThreadRandom, Error> {
         // A thread's first draw may be a forked child's first: whatever thread notices first
         // tells the default clock, whose upkeep thread stayed with the parent.
-        crate::recent_clock::notice_fork();
+        crate::clock::notice_fork();
         Ok(ThreadRandom {
             core: ChaCha8Core::from_seed(os_seed()?),
             words: [0; BLOCK_WORDS],

@@ -4,9 +4,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::counted::{COUNTER_BITS, CountedGenerator, CountedId, sealed};
 use crate::DefaultClock;
 use crate::clock::Clock;
-use crate::counted::{COUNTER_BITS, CountedGenerator, CountedId, sealed};
 use crate::error::Error;
 
 /// Issues RFC 9562 version 7 UUIDs, strictly increasing across all threads, lock-free.
@@ -217,28 +217,6 @@ impl fmt::Debug for Uuid7 {
     }
 }
 
-/// With the `uuid` feature: the type Rust database drivers and web frameworks accept.
-#[cfg(feature = "uuid")]
-impl From<Uuid7> for uuid::Uuid {
-    fn from(value: Uuid7) -> uuid::Uuid {
-        uuid::Uuid::from_bytes(value.0)
-    }
-}
-
-/// With the `uuid` feature: a `uuid::Uuid` that is a version 7 UUID.
-#[cfg(feature = "uuid")]
-impl TryFrom<uuid::Uuid> for Uuid7 {
-    type Error = ParseUuid7Error;
-
-    fn try_from(value: uuid::Uuid) -> Result<Uuid7, ParseUuid7Error> {
-        Uuid7::from_bytes(value.into_bytes())
-    }
-}
-
-// With the `serde` feature: the canonical string.
-#[cfg(feature = "serde")]
-crate::counted::serde_as_text!(Uuid7, "a version 7 UUID as a string, 8-4-4-4-12 hex digits");
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,30 +301,5 @@ mod tests {
         assert!(earlier < later);
         assert!(earlier.unix_ms() < later.unix_ms());
         assert!(earlier.as_bytes() < later.as_bytes());
-    }
-
-    #[cfg(feature = "uuid")]
-    #[test]
-    fn converts_to_and_from_the_uuid_crate() {
-        let uuid: Uuid7 = VECTOR.parse().unwrap();
-        let theirs: uuid::Uuid = uuid.into();
-        assert_eq!(theirs.to_string(), VECTOR);
-        assert_eq!(theirs.get_version_num(), 7);
-        assert_eq!(Uuid7::try_from(theirs), Ok(uuid));
-        assert_eq!(
-            Uuid7::try_from(uuid::Uuid::nil()),
-            Err(ParseUuid7Error::WrongVersion { version: 0 })
-        );
-    }
-
-    #[cfg(feature = "serde")]
-    #[test]
-    fn serde_uses_the_string() {
-        let uuid: Uuid7 = VECTOR.parse().unwrap();
-        let json = serde_json::to_string(&uuid).unwrap();
-        assert_eq!(json, format!("\"{VECTOR}\""));
-        assert_eq!(serde_json::from_str::<Uuid7>(&json).unwrap(), uuid);
-        assert!(serde_json::from_str::<Uuid7>("\"not a uuid\"").is_err());
-        assert!(serde_json::from_str::<Uuid7>("7").is_err());
     }
 }

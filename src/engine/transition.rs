@@ -19,7 +19,7 @@
 //!
 //! [`Rules::advance`] decides, from a state and a clock reading, what one attempt does. It
 //! takes time as an argument and touches no atomics, so it is tested exhaustively without
-//! threads or clocks; the compare-and-swap loop in `generator.rs` only applies its verdict.
+//! threads or clocks; the compare-and-swap loop in `core.rs` only applies its verdict.
 
 /// What one attempt to reserve slots should do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -411,62 +411,5 @@ mod tests {
                 }
             }
         }
-    }
-}
-
-/// The tenure word: which node a generator issues as, and the first millisecond it may no
-/// longer issue in, packed as `ceiling_ms << time_shift | node_bits` (the datacenter and
-/// worker fields in the places they take in an ID), so both are read with one atomic load.
-/// A leased generator's keeper moves the ceiling as its lease is renewed and swaps the node
-/// when it takes another worker number; a generator without a lease has a ceiling past the
-/// layout's last millisecond, which never binds.
-///
-/// Packed this way the ceiling check is one comparison of the finished ID with the word: an
-/// ID's node bits equal the word's and its sequence bits are at least zero, so the ID is
-/// below the word exactly when its millisecond is below the ceiling. The ceiling fits: at
-/// most `2^time_bits`, shifted by `63 - time_bits`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Tenure(pub(crate) u64);
-
-impl Tenure {
-    pub(crate) const fn new(ceiling_ms: u64, node_bits: u64, time_shift: u32) -> Tenure {
-        Tenure(ceiling_ms << time_shift | node_bits)
-    }
-
-    #[cfg_attr(idgen_loom, allow(dead_code))] // read by the lease keeper only
-    pub(crate) const fn ceiling_ms(self, time_shift: u32) -> u64 {
-        self.0 >> time_shift
-    }
-
-    pub(crate) const fn node_bits(self, node_mask: u64) -> u64 {
-        self.0 & node_mask
-    }
-
-    /// Whether an ID composed on this tenure's node lies in a millisecond below the ceiling.
-    #[inline]
-    pub(crate) const fn allows(self, id: u64) -> bool {
-        id < self.0
-    }
-}
-
-#[cfg(test)]
-mod tenure_tests {
-    use super::Tenure;
-
-    #[test]
-    fn the_ceiling_check_is_exact_at_the_boundary() {
-        // Default layout: 12 sequence bits, 10 node bits, time shift 22.
-        let node_bits = 0b10_1010_1010 << 12;
-        let tenure = Tenure::new(1_000, node_bits, 22);
-        assert_eq!(tenure.ceiling_ms(22), 1_000);
-        assert_eq!(tenure.node_bits(0x3ff << 12), node_bits);
-        let id = |ms: u64, seq: u64| ms << 22 | node_bits | seq;
-        assert!(tenure.allows(id(999, 4_095)));
-        assert!(!tenure.allows(id(1_000, 0)));
-        assert!(!tenure.allows(id(1_001, 0)));
-        // The unbounded ceiling, 2^41 ms, still fits and allows the last ID.
-        let unbounded = Tenure::new(1 << 41, node_bits, 22);
-        assert!(unbounded.allows(id((1 << 41) - 1, 4_095)));
-        assert!(!Tenure::new(0, node_bits, 22).allows(id(0, 0)));
     }
 }
