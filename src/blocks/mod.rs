@@ -14,16 +14,19 @@
 //! the failure behaviour are in the [design notes](crate::design::blocks).
 
 mod allocator;
+mod allocator_builder;
 mod cursor;
+mod fetcher;
 mod file;
 #[cfg(fuzzing)]
 pub(crate) use file::fuzz_read as fuzz_read_files;
 #[cfg(feature = "postgres")]
 mod postgres;
 
-pub use allocator::{
-    AllocatorBuilder, AllocatorStats, BlockAllocator, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_BLOCK_SIZE,
-    DEFAULT_MAX_WAIT, DEFAULT_MIN_BLOCK_SIZE, DEFAULT_REFILL_AT, DEFAULT_TARGET_BLOCK_LIFETIME,
+pub use allocator::{AllocatorStats, BlockAllocator};
+pub use allocator_builder::{
+    AllocatorBuilder, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_BLOCK_SIZE, DEFAULT_MAX_WAIT,
+    DEFAULT_MIN_BLOCK_SIZE, DEFAULT_REFILL_AT, DEFAULT_TARGET_BLOCK_LIFETIME,
 };
 pub use file::{DEFAULT_LOCK_TIMEOUT, FileStore, default_blocks_dir};
 #[cfg(feature = "postgres")]

@@ -9,8 +9,8 @@ use crate::clock::Clock;
 use crate::error::Error;
 use crate::snowflake::Layout;
 
-use super::keeper::{Marked, millis, take_and_mark};
-use super::timing::Timing;
+use super::acquire::{Marked, take_and_mark};
+use super::timing::{Timing, millis};
 use super::{Claim, LeaseStore, WorkerRange};
 
 /// A worker number held for a generator outside this process: the same claim, marks and

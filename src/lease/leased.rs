@@ -13,9 +13,8 @@ use crate::error::Error;
 use crate::snowflake::{Builder, Generator, Id, IdParts, Layout, Pins};
 use crate::sync::{Arc, AtomicU64};
 
-use super::keeper::{
-    Control, Counters, Keeper, Marked, Marks, default_holder, keep, take_and_mark,
-};
+use super::acquire::{Marked, default_holder, take_and_mark};
+use super::keeper::{Control, Counters, Keeper, Marks, keep};
 use super::stats::LeaseStats;
 use super::timing::Timing;
 use super::watch::AcquireWatch;

@@ -20,6 +20,7 @@
 //!   number if the old one is lost for good, and releases the number (writing the real
 //!   high-water mark, so a successor need not wait) on [`LeasedGenerator::release`] or drop.
 
+mod acquire;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod external;

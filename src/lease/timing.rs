@@ -75,3 +75,8 @@ impl Timing {
         Ok(self)
     }
 }
+
+/// A duration in whole milliseconds, saturating.
+pub(super) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
