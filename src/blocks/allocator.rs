@@ -12,13 +12,13 @@ use super::fetcher::Shared;
 use crate::error::Error;
 use crate::sync::Ordering;
 
-/// Values of one named sequence, served from blocks a [`BlockStore`] grants.
+/// Values of one named sequence, served from blocks a [`BlockStore`](super::BlockStore) grants.
 ///
 /// `next` and `next_n` take values from the current block with one compare-and-swap, from
 /// any number of threads at once. When a configurable share of the block is used
-/// ([`AllocatorBuilder::refill_at`], 10% by default) a background thread fetches the next
+/// ([`AllocatorBuilder::refill_at`](super::AllocatorBuilder::refill_at), 10% by default) a background thread fetches the next
 /// block, so that callers wait on the store only when both are used up, and then at most
-/// [`AllocatorBuilder::max_wait`] before [`Error::BlocksUnavailable`]. The block size
+/// [`AllocatorBuilder::max_wait`](super::AllocatorBuilder::max_wait) before [`Error::BlocksUnavailable`]. The block size
 /// doubles when a block lasted less than the target lifetime (15 minutes by default) and
 /// halves when it lasted more than twice as long, within a minimum and a maximum.
 ///

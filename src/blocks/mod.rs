@@ -12,6 +12,12 @@
 //! size that adapts to the rate of use. [`FileStore`] is the embedded store for one host;
 //! [`PostgresStore`] (feature `postgres`) serves a fleet. The protocol, the guarantees and
 //! the failure behaviour are in the [design notes](crate::design::blocks).
+//!
+//! Where each part lives: `allocator.rs` and `allocator_builder.rs` (the allocator and its
+//! configuration), `cursor.rs` (its lock-free hot path, loom-checked), `fetcher.rs` (what
+//! the callers and the fetcher thread share, and the fetching), `file/` and `postgres.rs`
+//! (the stores). It may use the clocks, `crate::sync`, `crate::error`, `crate::fork_check`
+//! and the shared file-store helpers; nothing of the ID kinds.
 
 mod allocator;
 mod allocator_builder;

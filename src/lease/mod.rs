@@ -19,6 +19,20 @@
 //!   outage in [`LeaseStats`] while they fail), takes a new
 //!   number if the old one is lost for good, and releases the number (writing the real
 //!   high-water mark, so a successor need not wait) on [`LeasedGenerator::release`] or drop.
+//!
+//! Where each part lives:
+//!
+//! - `store.rs`, `range.rs`: the store trait every backend implements, and the range of
+//!   numbers a process may take.
+//! - `file/`: the embedded store, a directory on one host; `etcd/`: the fleet store.
+//! - `acquire.rs`: taking a number (which one, how long to wait for its previous mark);
+//!   `keeper.rs`: keeping it (renewals, outages, reacquiring, releasing) on one thread.
+//! - `leased.rs`: the generators a user holds; `stats.rs`, `timing.rs`, `watch.rs`: what
+//!   they report, how they are tuned, and how a caller watches an acquire that waits.
+//! - `external.rs`: a lease held for a process in another language.
+//!
+//! It may use the Snowflake generator (whose node and ceiling the keeper drives), the
+//! clocks, `crate::sync` and `crate::error`; the ID paths never call into it.
 
 mod acquire;
 #[cfg(feature = "etcd")]
