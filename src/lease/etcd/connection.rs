@@ -1,0 +1,170 @@
+//! The connection to etcd the store and its claims share: the client, the private runtime
+//! its requests run on, the request timeout, the refusal to block inside another Tokio
+//! runtime, and the namespace's verdict once a claim found it restored. Uses `keys`.
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
+
+use super::keys::{RESTORE_FOUND, after_restore_ms, parse_mark, restore_found_ms, wall_unix_ms};
+use crate::Error;
+
+/// How long one request to etcd may take before it counts as failed.
+pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The client and the runtime its connection lives on, shared by the store and its claims.
+pub(super) struct Connection {
+    /// Always `Some` until dropped.
+    pub(super) runtime: Option<tokio::runtime::Runtime>,
+    pub(super) client: Client,
+    pub(super) endpoints: Vec<String>,
+    /// The namespace's key prefix.
+    pub(super) prefix: String,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which Tokio forbids (with a panic) inside another
+        // runtime; shutting it down in the background never blocks, wherever the last
+        // store or claim is dropped.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl Connection {
+    /// The refusal of a store found gone back in time, with the procedure that ends it.
+    pub(super) fn restored_error(&self) -> Error {
+        let namespace = self.prefix.trim_end_matches('/');
+        Error::LeaseStoreRestored {
+            store: format!("etcd namespace {namespace}"),
+            fix: format!(
+                "run: idgen leases init --after-restore --etcd {} --namespace {namespace} \
+                 (with the fleet's layout flags and its largest --outage-horizon): until \
+                 then no process takes a number from this namespace",
+                self.endpoints.join(",")
+            ),
+        }
+    }
+
+    /// After a claim found the store gone back in time, with the `store` key's value `seen`:
+    /// whether the namespace is to be refused as restored (`true`), or the restore step
+    /// already ran after the claim's last confirmed write at `confirmed_unix_ms` (`false`:
+    /// the marks are raised past everything the claim wrote, so it is only lost). Marks
+    /// the namespace `restore-found`, so that every process, not only this one, refuses to
+    /// take numbers until `init --after-restore` has run.
+    pub(super) fn restore_found(&self, seen: &str, confirmed_unix_ms: u64) -> Result<bool, Error> {
+        if after_restore_ms(seen).is_some_and(|step| step >= confirmed_unix_ms) {
+            return Ok(false);
+        }
+        if restore_found_ms(seen).is_none() {
+            let mut client = self.client.clone();
+            let store_key = format!("{}store", self.prefix);
+            let value = format!(
+                "idgen-lease-store v1 {RESTORE_FOUND}{} by pid {}",
+                wall_unix_ms(),
+                std::process::id()
+            );
+            let seen = seen.to_string();
+            // Only over what was seen: a restore step that ran meanwhile is not undone
+            // (the next write of this claim decides again).
+            self.run(async {
+                let unchanged = if seen.is_empty() {
+                    Compare::version(store_key.as_str(), CompareOp::Equal, 0)
+                } else {
+                    Compare::value(store_key.as_str(), CompareOp::Equal, seen.as_str())
+                };
+                let txn = Txn::new().when(vec![unchanged]).and_then(vec![TxnOp::put(
+                    store_key.as_str(),
+                    value.as_str(),
+                    None,
+                )]);
+                timed(client.txn(txn)).await?;
+                Ok(())
+            })?;
+        }
+        log::error!(
+            "idgen: etcd namespace {} went back in time (restored from a snapshot?): stopped \
+             issuing; {}",
+            self.prefix.trim_end_matches('/'),
+            self.restored_error()
+        );
+        Ok(true)
+    }
+
+    pub(super) fn run<T>(
+        &self,
+        request: impl Future<Output = Result<T, String>>,
+    ) -> Result<T, Error> {
+        outside_runtime()?;
+        let runtime = self.runtime.as_ref().ok_or_else(|| Error::LeaseStore {
+            reason: "the etcd client's runtime is shut down".to_string(),
+        })?;
+        runtime
+            .block_on(request)
+            .map_err(|reason| Error::LeaseStore {
+                reason: format!("etcd at {}: {reason}", self.endpoints.join(",")),
+            })
+    }
+}
+
+/// Runs one request with the request timeout, turning both failures into text.
+pub(super) async fn timed<T, E: fmt::Display>(
+    request: impl Future<Output = Result<T, E>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err(format!("no answer within {REQUEST_TIMEOUT:?}")),
+    }
+}
+
+pub(super) fn outside_runtime() -> Result<(), Error> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(Error::LeaseConfig {
+            reason: "the etcd store blocks; call it from a plain thread (for example \
+                     tokio::task::spawn_blocking), not from inside a Tokio runtime"
+                .to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Raises the decimal value of `key` to at least `floor`, never lowering it: a writer that
+/// raises it meanwhile makes the compare fail, and the value is read again. A value that
+/// does not parse counts as none. The value now, and whether this call wrote it.
+pub(super) async fn raise_key(
+    client: &mut Client,
+    key: &str,
+    floor: u64,
+) -> Result<(u64, bool), String> {
+    loop {
+        let got = timed(client.get(key, None)).await?;
+        let (current, changed) = match got.kvs().first() {
+            Some(kv) => (
+                parse_mark(&String::from_utf8_lossy(kv.value())).ok(),
+                kv.mod_revision(),
+            ),
+            None => (None, 0),
+        };
+        if let Some(current) = current.filter(|&current| current >= floor) {
+            return Ok((current, false));
+        }
+        let unchanged = if changed == 0 {
+            Compare::version(key, CompareOp::Equal, 0)
+        } else {
+            Compare::mod_revision(key, CompareOp::Equal, changed)
+        };
+        let txn = Txn::new().when(vec![unchanged]).and_then(vec![TxnOp::put(
+            key,
+            floor.to_string(),
+            None,
+        )]);
+        if timed(client.txn(txn)).await?.succeeded() {
+            return Ok((floor, true));
+        }
+    }
+}
