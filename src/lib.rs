@@ -225,6 +225,8 @@ mod sharded;
 #[cfg(all(not(idgen_loom), any(feature = "postgres", feature = "sqlx")))]
 mod sql;
 mod state;
+#[cfg(not(idgen_loom))]
+mod store_files;
 mod sync;
 #[cfg(feature = "uuid7-ulid")]
 mod ulid;

@@ -37,12 +37,18 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::{BlockStore, Grant, MAX_VALUE, SequenceName, grant_from, has_values_to_give_back};
-use crate::error::Error;
+use crate::Error;
+use crate::store_files::{
+    self, FileIdentity, checksum, checksum_matches, io_reason, private_dir, private_file,
+};
 
 /// First line of every record this store writes.
 const HEADER: &str = "idgen-blocks v2";
 
 /// The roster's file name: with a dot, so that no sequence can have it.
+// A roster of its own, not the lease store's (a header, then `dc<D>-worker<W>` lines, a torn
+// line read as every number): each is read by older versions of its own store, and a torn
+// line means something else here (a name not yet listed).
 const ROSTER: &str = "roster.idgen";
 
 /// Where older versions kept the roster, a name that is also a sequence's.
@@ -293,15 +299,7 @@ impl FileStore {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => return Err(io_error(&staging, "remove", &error)),
         }
-        let mut options = OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let placed = options
-            .open(&staging)
+        let placed = private_file(&staging)
             .and_then(|mut file| {
                 file.write_all(carried_over.as_bytes())?;
                 file.sync_all()
@@ -439,19 +437,13 @@ impl Record {
             "{HEADER}\nnext={:020}\nserial={:020}\nsize={:020}\n",
             self.next, self.serial, self.size
         );
-        let check = fnv1a(body.as_bytes());
+        let check = checksum(&body);
         format!("{body}check={check:016x}\n")
     }
 
     fn parse(text: &str) -> Option<Record> {
         let (body, check) = text.strip_suffix('\n')?.rsplit_once("check=")?;
-        // Exactly as written: 16 lower-case hex digits (from_str_radix alone would also take
-        // upper case and a sign).
-        let written = check.len() == 16
-            && check
-                .bytes()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        if !written || u64::from_str_radix(check, 16).ok()? != fnv1a(body.as_bytes()) {
+        if !checksum_matches(body, check) {
             return None;
         }
         // Split on \n alone: `lines` would also take \r\n, which is never written.
@@ -555,24 +547,17 @@ fn lock_within(file: &File, path: &Path, timeout: Duration) -> Result<(), Error>
 
 /// Whether `file` is still what `path` names (it was not deleted or replaced).
 fn still_at_path(file: &File, path: &Path) -> Result<bool, Error> {
+    // Asked of the handle even outside Unix, where the identities compare equal anyway: a
+    // handle that cannot be inspected is an error there too.
     let held = file
         .metadata()
         .map_err(|error| io_error(path, "inspect", &error))?;
-    let named = match fs::metadata(path) {
-        Ok(named) => named,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(error) => return Err(io_error(path, "inspect", &error)),
-    };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        Ok(held.dev() == named.dev() && held.ino() == named.ino())
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (held, named);
-        Ok(true)
-    }
+    // Through links, unlike the lease store's check: the directory was opened, and locked,
+    // through the path as it is, so a sequence directory reached by a link is the one
+    // every process locks.
+    FileIdentity::from(&held)
+        .matches(FileIdentity::of_target(path))
+        .map_err(|error| io_error(path, "inspect", &error))
 }
 
 /// The copy a `copy` file holds; `None` for an empty one (created, never written).
@@ -610,13 +595,7 @@ fn create_private_dir(dir: &Path) -> Result<(), Error> {
     {
         create_private_dir(parent)?;
     }
-    let mut builder = fs::DirBuilder::new();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    match builder.create(dir) {
+    match private_dir(dir) {
         Ok(()) => {}
         // Another process created it first.
         Err(_) if dir.is_dir() => return Ok(()),
@@ -629,26 +608,21 @@ fn create_private_dir(dir: &Path) -> Result<(), Error> {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), Error> {
-    File::open(dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|error| io_error(dir, "sync", &error))
+    store_files::sync_dir(dir).map_err(|error| io_error(dir, "sync", &error))
 }
 
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
+// The block store's own variant, not the lease store's: a caller, and the message ("block
+// store: ...") can tell which store failed.
 fn io_error(path: &Path, action: &str, error: &std::io::Error) -> Error {
     Error::BlockStore {
-        reason: format!("could not {action} {}: {error}", path.display()),
+        reason: io_reason(path, action, error),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store_files::fnv1a;
 
     fn temp_dir(name: &str) -> PathBuf {
         let dir =
