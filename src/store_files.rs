@@ -1,5 +1,5 @@
 //! Helpers shared by the file stores (the lease store, `lease/file/`, and the block store,
-//! `blocks/file.rs`): the FNV-1a checksum their records end with and the check of a written
+//! `blocks/file/`): the FNV-1a checksum their records end with and the check of a written
 //! one, the reason text of a failed file operation, private files and directories, which
 //! file a handle or a path is, and a directory's `fsync`.
 //!
