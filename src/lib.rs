@@ -215,19 +215,11 @@ pub mod loom_hooks;
 #[cfg(all(not(idgen_loom), feature = "opaque"))]
 pub mod opaque;
 mod snowflake;
+#[cfg(not(idgen_loom))]
+mod store_files;
 mod sync;
 #[cfg(feature = "uuid7-ulid")]
 mod uuid7_ulid;
-
-// Until the file stores and opaque IDs move over: their files still name these paths.
-#[allow(unused_imports)]
-pub(crate) mod layout {
-    pub(crate) use crate::snowflake::Layout;
-}
-#[allow(unused_imports)]
-pub(crate) mod id {
-    pub(crate) use crate::snowflake::Id;
-}
 
 pub use clock::{
     Clock, DefaultClock, ManualClock, MonotonicClock, SystemClock, WALL_CHECK_INTERVAL_MS,

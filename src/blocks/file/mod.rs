@@ -30,19 +30,35 @@
 //!
 //! Deleting the store's directory restarts every sequence; the default directory is
 //! persistent and private for that reason (a temp dir is emptied at reboot).
+//!
+//! This file holds the store, [`FileStore`]: its files' names, locking a sequence, reading
+//! and replacing its record, and [`BlockStore`] for it. Beside it, each using only this
+//! file, the one above it, the blocks types (`crate::blocks`) and `crate::store_files`
+//! (helpers shared with the lease store):
+//!
+//! - `record.rs`: the record's format. Plain text in, plain text out: no files.
+//! - `roster.rs`: the roster: creating it, reading it, and listing a sequence in it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{BlockStore, Grant, MAX_VALUE, SequenceName, grant_from, has_values_to_give_back};
-use crate::error::Error;
+use super::{BlockStore, Grant, SequenceName, grant_from, has_values_to_give_back};
+use crate::Error;
+use crate::store_files::{self, FileIdentity, io_reason, private_dir};
 
-/// First line of every record this store writes.
-const HEADER: &str = "idgen-blocks v2";
+mod record;
+mod roster;
+
+use record::Record;
+#[cfg(fuzzing)]
+pub(crate) use record::fuzz_read;
 
 /// The roster's file name: with a dot, so that no sequence can have it.
+// A roster of its own, not the lease store's (a header, then `dc<D>-worker<W>` lines, a torn
+// line read as every number): each is read by older versions of its own store, and a torn
+// line means something else here (a name not yet listed).
 const ROSTER: &str = "roster.idgen";
 
 /// Where older versions kept the roster, a name that is also a sequence's.
@@ -205,185 +221,6 @@ impl FileStore {
         })
     }
 
-    /// A sequence with no record: new if the roster has never known it, an error if it has
-    /// (its files were deleted; starting again at 1 would hand out every value twice).
-    fn new_sequence(&self, sequence: &SequenceName) -> Result<Record, Error> {
-        if self.roster_knows(sequence)? {
-            return Err(Error::BlockStore {
-                reason: format!(
-                    "the files of sequence {sequence} in {} are gone; restore them (starting \
-                     again at 1 would hand out its values twice)",
-                    self.dir.display()
-                ),
-            });
-        }
-        Ok(Record {
-            next: 1,
-            serial: 0,
-            size: 0,
-        })
-    }
-
-    /// Whether either roster lists the sequence: the legacy one may name sequences an older
-    /// process started after `roster.idgen` was created.
-    fn roster_knows(&self, sequence: &SequenceName) -> Result<bool, Error> {
-        let listed = |text: Option<String>| text.is_some_and(|text| lists(&text, sequence));
-        Ok(listed(self.read_roster()?) || listed(self.read_legacy_roster()?))
-    }
-
-    /// The roster's text; `None` if it is missing (deleted since the store was opened).
-    fn read_roster(&self) -> Result<Option<String>, Error> {
-        let path = self.dir.join(ROSTER);
-        match fs::read_to_string(&path) {
-            Ok(text) => Ok(Some(text)),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(error) => Err(io_error(&path, "read", &error)),
-        }
-    }
-
-    /// The legacy roster's text; `None` if there is none, or if `roster` is the directory of
-    /// the sequence of that name.
-    fn read_legacy_roster(&self) -> Result<Option<String>, Error> {
-        let path = self.dir.join(LEGACY_ROSTER);
-        match fs::read_to_string(&path) {
-            Ok(text) => Ok(Some(text)),
-            Err(error)
-                if matches!(
-                    error.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
-                ) =>
-            {
-                Ok(None)
-            }
-            Err(error) => Err(io_error(&path, "read", &error)),
-        }
-    }
-
-    /// Creates the roster if it is missing, with what a legacy roster lists: written aside,
-    /// `fsync`ed, then linked into place. Another process that placed one first wins.
-    fn create_roster(&self) -> Result<(), Error> {
-        let roster = self.dir.join(ROSTER);
-        match fs::symlink_metadata(&roster) {
-            Ok(_) => return Ok(()),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(io_error(&roster, "inspect", &error)),
-        }
-        let mut carried_over = self.read_legacy_roster()?.unwrap_or_default();
-        // A roster deleted by hand: every sequence whose files are still here is known
-        // again, so losing its files later is an error, not a restart at 1.
-        if !carried_over.is_empty() && !carried_over.ends_with('\n') {
-            carried_over.push('\n');
-        }
-        for name in self.sequences_on_disk()? {
-            carried_over.push_str(&name);
-            carried_over.push('\n');
-        }
-        static STAGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        // Unique to this call among live processes: several threads and processes may be
-        // opening the store at once. The dots keep it clear of every sequence name.
-        let staging = self.dir.join(format!(
-            "{ROSTER}.{}-{}.writing",
-            std::process::id(),
-            STAGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        // One of this name was left by a crashed process with the same ID, maybe linked as a
-        // roster already: unlinked, never truncated, so that a roster keeps its names.
-        match fs::remove_file(&staging) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(io_error(&staging, "remove", &error)),
-        }
-        let mut options = OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
-        let placed = options
-            .open(&staging)
-            .and_then(|mut file| {
-                file.write_all(carried_over.as_bytes())?;
-                file.sync_all()
-            })
-            .map_err(|error| io_error(&staging, "write", &error))
-            .and_then(|()| match fs::hard_link(&staging, &roster) {
-                Ok(()) => Ok(()),
-                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-                Err(error) => Err(io_error(&roster, "create", &error)),
-            });
-        // A staging file left behind costs nothing: no sequence or roster has its name.
-        let _ = fs::remove_file(&staging);
-        placed?;
-        sync_dir(&self.dir)
-    }
-
-    /// The sequences whose directory holds a record or a copy of one.
-    fn sequences_on_disk(&self) -> Result<Vec<String>, Error> {
-        let entries =
-            fs::read_dir(&self.dir).map_err(|error| io_error(&self.dir, "list", &error))?;
-        let mut names = Vec::new();
-        for entry in entries.flatten() {
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
-            };
-            let is_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
-            // A copy is made empty before the first record is written: an empty one alone
-            // is a sequence that never granted anything.
-            let has_record = ["next", "copy"].iter().any(|file| {
-                fs::symlink_metadata(entry.path().join(file))
-                    .is_ok_and(|metadata| metadata.is_file() && metadata.len() > 0)
-            });
-            if is_dir && has_record && SequenceName::new(&name).is_ok() {
-                names.push(name);
-            }
-        }
-        names.sort();
-        Ok(names)
-    }
-
-    /// Adds the sequence to the roster unless this store has seen it there. Called before
-    /// a record is changed (after a new sequence's first record is durable): a failure
-    /// then grants nothing, and a name on the roster never lacks files. One append of a
-    /// short line, after a newline if a crash cut the last one: whole even when several
-    /// processes append.
-    fn enrol(&self, sequence: &SequenceName) -> Result<(), Error> {
-        let mut enrolled = self
-            .enrolled
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if enrolled.contains(sequence) {
-            return Ok(());
-        }
-        // Only this roster counts here: a name on the legacy one alone goes on this one too,
-        // so that it is complete for sequences this version has served.
-        let text = self.read_roster()?;
-        if !text.as_deref().is_some_and(|text| lists(text, sequence)) {
-            let roster = self.dir.join(ROSTER);
-            let cut = text.is_some_and(|text| !text.is_empty() && !text.ends_with('\n'));
-            let line = if cut {
-                format!("\n{sequence}\n")
-            } else {
-                format!("{sequence}\n")
-            };
-            let open = || OpenOptions::new().append(true).open(&roster);
-            let file = match open() {
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                    self.create_roster()?;
-                    open()
-                }
-                opened => opened,
-            };
-            file.and_then(|mut file| {
-                file.write_all(line.as_bytes())?;
-                file.sync_all()
-            })
-            .map_err(|error| io_error(&roster, "write", &error))?;
-        }
-        enrolled.insert(sequence.clone());
-        Ok(())
-    }
-
     /// Makes `record` the sequence's record, durably, in both copies.
     fn store(&self, locked: &mut Locked, record: Record) -> Result<(), Error> {
         let text = record.text();
@@ -419,59 +256,6 @@ struct Locked {
     record: Record,
     /// No record existed yet.
     new: bool,
-}
-
-/// Where a sequence stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Record {
-    /// The next value to grant.
-    next: u64,
-    /// How many grants and give-backs the sequence has seen.
-    serial: u64,
-    /// The size of the last block granted.
-    size: u64,
-}
-
-impl Record {
-    /// Fixed-width text with an FNV-1a checksum of everything before it.
-    fn text(&self) -> String {
-        let body = format!(
-            "{HEADER}\nnext={:020}\nserial={:020}\nsize={:020}\n",
-            self.next, self.serial, self.size
-        );
-        let check = fnv1a(body.as_bytes());
-        format!("{body}check={check:016x}\n")
-    }
-
-    fn parse(text: &str) -> Option<Record> {
-        let (body, check) = text.strip_suffix('\n')?.rsplit_once("check=")?;
-        // Exactly as written: 16 lower-case hex digits (from_str_radix alone would also take
-        // upper case and a sign).
-        let written = check.len() == 16
-            && check
-                .bytes()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        if !written || u64::from_str_radix(check, 16).ok()? != fnv1a(body.as_bytes()) {
-            return None;
-        }
-        // Split on \n alone: `lines` would also take \r\n, which is never written.
-        let mut lines = body
-            .strip_prefix(HEADER)?
-            .strip_prefix('\n')?
-            .split_terminator('\n');
-        let mut field = |name: &str| -> Option<u64> {
-            let digits = lines.next()?.strip_prefix(name)?.strip_prefix('=')?;
-            (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| digits.parse().ok())?
-        };
-        let record = Record {
-            next: field("next")?,
-            serial: field("serial")?,
-            size: field("size")?,
-        };
-        let sane = (1..=MAX_VALUE + 1).contains(&record.next) && record.serial <= MAX_VALUE;
-        (lines.next().is_none() && sane).then_some(record)
-    }
 }
 
 impl BlockStore for FileStore {
@@ -519,14 +303,6 @@ impl BlockStore for FileStore {
     }
 }
 
-/// Whether a roster's text lists the sequence (a last line without its newline, cut by a
-/// crash, does not count).
-fn lists(roster: &str, sequence: &SequenceName) -> bool {
-    roster
-        .split_inclusive('\n')
-        .any(|line| line.strip_suffix('\n') == Some(sequence.as_str()))
-}
-
 /// Takes `file`'s exclusive lock, waiting at most `timeout` for another holder.
 fn lock_within(file: &File, path: &Path, timeout: Duration) -> Result<(), Error> {
     let deadline = Instant::now() + timeout;
@@ -555,24 +331,17 @@ fn lock_within(file: &File, path: &Path, timeout: Duration) -> Result<(), Error>
 
 /// Whether `file` is still what `path` names (it was not deleted or replaced).
 fn still_at_path(file: &File, path: &Path) -> Result<bool, Error> {
+    // Asked of the handle even outside Unix, where the identities compare equal anyway: a
+    // handle that cannot be inspected is an error there too.
     let held = file
         .metadata()
         .map_err(|error| io_error(path, "inspect", &error))?;
-    let named = match fs::metadata(path) {
-        Ok(named) => named,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(error) => return Err(io_error(path, "inspect", &error)),
-    };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        Ok(held.dev() == named.dev() && held.ino() == named.ino())
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (held, named);
-        Ok(true)
-    }
+    // Through links, unlike the lease store's check: the directory was opened, and locked,
+    // through the path as it is, so a sequence directory reached by a link is the one
+    // every process locks.
+    FileIdentity::from(&held)
+        .matches(FileIdentity::of_target(path))
+        .map_err(|error| io_error(path, "inspect", &error))
 }
 
 /// The copy a `copy` file holds; `None` for an empty one (created, never written).
@@ -610,13 +379,7 @@ fn create_private_dir(dir: &Path) -> Result<(), Error> {
     {
         create_private_dir(parent)?;
     }
-    let mut builder = fs::DirBuilder::new();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    match builder.create(dir) {
+    match private_dir(dir) {
         Ok(()) => {}
         // Another process created it first.
         Err(_) if dir.is_dir() => return Ok(()),
@@ -629,74 +392,27 @@ fn create_private_dir(dir: &Path) -> Result<(), Error> {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), Error> {
-    File::open(dir)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|error| io_error(dir, "sync", &error))
+    store_files::sync_dir(dir).map_err(|error| io_error(dir, "sync", &error))
 }
 
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
+// The block store's own variant, not the lease store's: a caller, and the message ("block
+// store: ...") can tell which store failed.
 fn io_error(path: &Path, action: &str, error: &std::io::Error) -> Error {
     Error::BlockStore {
-        reason: format!("could not {action} {}: {error}", path.display()),
+        reason: io_reason(path, action, error),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::blocks::MAX_VALUE;
 
     fn temp_dir(name: &str) -> PathBuf {
         let dir =
             std::env::temp_dir().join(format!("idgen-blocks-unit-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         dir
-    }
-
-    /// Found by the fuzz target `store_files`: a checksum in upper case was taken, so a
-    /// record that idgen never writes read as valid.
-    #[test]
-    fn only_the_checksum_as_written_is_taken() {
-        let text = Record {
-            next: 4,
-            serial: 1,
-            size: 3,
-        }
-        .text();
-        assert!(Record::parse(&text).is_some());
-        let (body, check) = text.trim_end().rsplit_once("check=").unwrap();
-        let altered = check.to_uppercase();
-        assert_ne!(altered, check, "a checksum with letters, to alter");
-        assert_eq!(Record::parse(&format!("{body}check={altered}\n")), None);
-        // Nor Windows line ends, with a checksum made over them.
-        let crlf = text.replace('\n', "\r\n");
-        let (body, _) = crlf.rsplit_once("check=").unwrap();
-        let forged = format!("{body}check={:016x}\n", fnv1a(body.as_bytes()));
-        assert_eq!(Record::parse(&forged), None);
-    }
-
-    #[test]
-    fn a_record_reads_back_and_any_damage_is_refused() {
-        let record = Record {
-            next: 1_001,
-            serial: 7,
-            size: 1_000,
-        };
-        let text = record.text();
-        assert_eq!(Record::parse(&text), Some(record));
-        // Every single-byte change and every truncation is refused.
-        for at in 0..text.len() {
-            let mut bytes = text.clone().into_bytes();
-            bytes[at] ^= 0x01;
-            if let Ok(changed) = String::from_utf8(bytes) {
-                assert_eq!(Record::parse(&changed), None, "flipped at {at}");
-            }
-            assert_eq!(Record::parse(&text[..at]), None, "cut at {at}");
-        }
     }
 
     #[test]
@@ -835,14 +551,5 @@ mod tests {
         fs::write(dir.join("orders/copy"), older).unwrap();
         assert_eq!(store.grant(&orders, 1).unwrap().first, 41);
         fs::remove_dir_all(&dir).ok();
-    }
-}
-
-/// For the fuzz target (`fuzz/fuzz_targets/store_files.rs`): reads `text` as a block record. It
-/// may not panic, and a record that parses is written back to exactly the same text.
-#[cfg(fuzzing)]
-pub(crate) fn fuzz_read(text: &str) {
-    if let Some(record) = Record::parse(text) {
-        assert_eq!(record.text(), text);
     }
 }
