@@ -71,7 +71,10 @@ pub(super) fn take_number<C: Clock>(
             return Err(Error::ClockBehindMark { behind_ms: wait });
         }
         if wait > 0 {
+            // The keeper's target, as before the taking moved to a file of its own, so that
+            // `RUST_LOG` filters on it keep showing the wait.
             log::info!(
+                target: "idgen::lease::keeper",
                 "idgen: every free number of {range} has a mark ahead; worker {worker} waits \
                  {wait} ms for its mark"
             );
