@@ -16,6 +16,6 @@ pub(crate) use loom::{
 pub(crate) use std::{
     hint::spin_loop,
     sync::Arc,
-    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     thread::yield_now,
 };

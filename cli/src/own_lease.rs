@@ -153,6 +153,28 @@ impl OwnLease {
                     }
                     retry = (retry * 2).min(retry_at_most);
                 }
+                // The store failed a request (a member lost, an election): the store
+                // answered at start, so this is an outage to wait out like a full range,
+                // within the same bound; giving up here would stop a service that waits for
+                // a number whenever a member of the store is lost.
+                Err(error @ idgen::Error::LeaseStore { .. })
+                    if Instant::now() < gives_up && !self.watch.is_cancelled() =>
+                {
+                    let why = error.to_string();
+                    if Instant::now() >= next_report {
+                        tracing::warn!(
+                            "{why}; trying again, for at most {} s more",
+                            gives_up.saturating_duration_since(Instant::now()).as_secs()
+                        );
+                        next_report = Instant::now() + REPORT_EVERY;
+                    }
+                    *lock(&self.number_wait) = Some((why, gives_up_unix_ms));
+                    let until = (Instant::now() + retry).min(gives_up);
+                    while Instant::now() < until && !self.watch.is_cancelled() {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    retry = (retry * 2).min(retry_at_most);
+                }
                 // Stopped by a signal meanwhile: not a failure of the service.
                 Err(error) if self.watch.is_cancelled() => {
                     tracing::info!("stopped before a worker number was taken ({error})");

@@ -212,10 +212,52 @@ pub(super) struct Marked {
     pub(super) mark: u64,
 }
 
+/// How many times a step of taking a number that failed in the store is tried in all, and
+/// the pause before the second try (doubled after each): a store of several members
+/// answers the next request from another one, so a member lost, paused or in an election
+/// does not fail a taking the rest of the cluster could serve.
+const STORE_ATTEMPTS: u32 = 5;
+const STORE_RETRY_FIRST: Duration = Duration::from_millis(50);
+
+/// `step`, tried again after a failure of the store ([`Error::LeaseStore`]),
+/// [`STORE_ATTEMPTS`] times in all. Only for steps that leave nothing behind when they
+/// fail (a number taken and not marked is given back), so that trying again is safe.
+pub(super) fn retrying_store<T>(
+    what: &str,
+    mut step: impl FnMut() -> Result<T, Error>,
+) -> Result<T, Error> {
+    let mut pause = STORE_RETRY_FIRST;
+    let mut attempt = 1;
+    loop {
+        match step() {
+            Err(Error::LeaseStore { reason }) if attempt < STORE_ATTEMPTS => {
+                log::warn!("idgen: {what} failed in the store, trying again: {reason}");
+                std::thread::sleep(pause);
+                pause *= 2;
+                attempt += 1;
+            }
+            done => return done,
+        }
+    }
+}
+
 /// Takes a number (see [`take_number`]) and writes this holder's mark, a horizon after the
 /// clock read before the request (never below the previous mark). On a failed write the
-/// number is given back with the previous mark: nothing was issued on it.
+/// number is given back with the previous mark: nothing was issued on it. A failure of the
+/// store is tried again (see [`retrying_store`]).
 pub(super) fn take_and_mark<C: Clock>(
+    store: &dyn LeaseStore,
+    range: &WorkerRange,
+    clock: &C,
+    timing: &Timing,
+    holder: &str,
+) -> Result<Marked, Error> {
+    retrying_store("taking a worker number", || {
+        take_and_mark_once(store, range, clock, timing, holder)
+    })
+}
+
+fn take_and_mark_once<C: Clock>(
     store: &dyn LeaseStore,
     range: &WorkerRange,
     clock: &C,

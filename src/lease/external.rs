@@ -9,7 +9,7 @@ use crate::clock::Clock;
 use crate::error::Error;
 use crate::snowflake::Layout;
 
-use super::acquire::{Marked, take_and_mark};
+use super::acquire::{Marked, retrying_store, take_and_mark};
 use super::timing::{Timing, millis};
 use super::{Claim, LeaseStore, WorkerRange};
 
@@ -63,7 +63,7 @@ impl ExternalLease {
     ) -> Result<ExternalLease, Error> {
         let timing = Timing::for_store(store, None, horizon, None)?;
         range.check(layout)?;
-        store.bind_layout(layout)?;
+        retrying_store("recording the layout", || store.bind_layout(layout))?;
         let Marked {
             claim,
             previous,

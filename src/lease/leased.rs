@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::snowflake::{Builder, Generator, Id, IdParts, Layout, Pins};
 use crate::sync::{Arc, AtomicU64};
 
-use super::acquire::{Marked, default_holder, take_and_mark};
+use super::acquire::{Marked, default_holder, retrying_store, take_and_mark};
 use super::keeper::{Control, Counters, Keeper, Marks, keep};
 use super::stats::LeaseStats;
 use super::timing::Timing;
@@ -160,7 +160,7 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         let timing = self.timing()?;
         let (generator_builder, clock, layout) = self.generator.resolved_parts();
         self.range.check(&layout)?;
-        self.store.bind_layout(&layout)?;
+        retrying_store("recording the layout", || self.store.bind_layout(&layout))?;
         let holder = self.holder.clone().unwrap_or_else(default_holder);
         let control = Arc::new(Control::watched(self.watch.clone().unwrap_or_default()));
         let mut keepers: Vec<Keeper<C>> = Vec::with_capacity(count);

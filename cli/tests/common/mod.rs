@@ -416,6 +416,14 @@ impl Service {
         self.request("GET", path, &[], b"")
     }
 
+    /// A handle for other threads to ask this service with.
+    pub fn client(&self) -> Client {
+        Client {
+            address: self.address,
+            log: Arc::clone(&self.log),
+        }
+    }
+
     pub fn post_json(&self, path: &str, body: &str) -> Reply {
         self.request(
             "POST",
@@ -539,6 +547,37 @@ impl Drop for Service {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A handle to ask a [`Service`] from another thread: its address and log only.
+#[derive(Clone)]
+pub struct Client {
+    address: SocketAddr,
+    log: Arc<Mutex<String>>,
+}
+
+impl Client {
+    /// `GET path` on a connection of its own.
+    pub fn get(&self, path: &str) -> Reply {
+        self.try_get(path).unwrap()
+    }
+
+    /// `GET path`, or why no connection could be made (the service has exited).
+    pub fn try_get(&self, path: &str) -> std::io::Result<Reply> {
+        let mut stream = TcpStream::connect(self.address)?;
+        stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        stream.set_write_timeout(Some(PATIENCE)).unwrap();
+        let head = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+            self.address
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        Ok(Sent {
+            stream,
+            log: Arc::clone(&self.log),
+        }
+        .reply())
     }
 }
 

@@ -32,7 +32,7 @@ impl LeaseStore for EtcdStore {
     }
 
     fn bind_layout(&self, layout: &Layout) -> Result<(), Error> {
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let (layout_key, store_key) = (self.layout_key(), self.store_key());
         let ours = layout.record();
         // Recorded only in an initialised namespace, and only where none is: of two
@@ -80,7 +80,7 @@ impl LeaseStore for EtcdStore {
     }
 
     fn raise_horizon(&self, horizon: Duration) -> Result<Duration, Error> {
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let key = self.horizon_key();
         let ours = u64::try_from(horizon.as_millis()).unwrap_or(u64::MAX);
         let (largest, _) = self.run(raise_key(&mut client, &key, ours))?;
@@ -88,7 +88,7 @@ impl LeaseStore for EtcdStore {
     }
 
     fn recorded_layout(&self) -> Result<Option<Layout>, Error> {
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let layout_key = self.layout_key();
         let text = self.run(async {
             let got = timed(client.get(layout_key.as_str(), None)).await?;
@@ -106,7 +106,7 @@ impl LeaseStore for EtcdStore {
     }
 
     fn survey(&self, range: &WorkerRange) -> Result<Vec<NumberRecord>, Error> {
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let store_key = self.store_key();
         let datacenter = range.datacenter();
         let holders = format!("{}dc/{datacenter}/holder/", self.prefix);
@@ -186,7 +186,7 @@ impl LeaseStore for EtcdStore {
     }
 
     fn acquire_as(&self, range: &WorkerRange, holder_name: &str) -> Result<Box<dyn Claim>, Error> {
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let store_key = self.store_key();
         let store_value = self.run(async {
             let got = timed(client.get(store_key.as_str(), None)).await?;
@@ -352,7 +352,7 @@ impl LeaseStore for EtcdStore {
 
 impl EtcdStore {
     fn revoke(&self, lease: i64) {
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let _ = self.run(async {
             timed(client.lease_revoke(lease)).await?;
             Ok(())

@@ -326,7 +326,7 @@ impl Claim for EtcdClaim {
         let Some(lease) = self.lease else {
             return Err(self.lost());
         };
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let ours = self.ours(lease);
         let (ttl_secs, mark_revision) = (self.ttl_secs, self.mark_revision);
         let sent_unix_ms = wall_unix_ms();
@@ -393,7 +393,7 @@ impl Claim for EtcdClaim {
         let Some(lease) = self.lease.take() else {
             return Ok(());
         };
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let ours = self.ours(lease);
         let (wrote, previous) = (self.mark_revision != 0, self.previous.unwrap_or(0));
         let mark_revision = self.mark_revision;

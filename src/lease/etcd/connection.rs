@@ -2,6 +2,7 @@
 //! its requests run on, the request timeout, the refusal to block inside another Tokio
 //! runtime, and the namespace's verdict once a claim found it restored. Uses `keys`.
 
+use crate::sync::{AtomicUsize, Ordering};
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
@@ -14,11 +15,21 @@ use crate::Error;
 /// How long one request to etcd may take before it counts as failed.
 pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The client and the runtime its connection lives on, shared by the store and its claims.
+/// The clients and the runtime their connections live on, shared by the store and its
+/// claims.
+///
+/// One client per endpoint, and requests go to one of them, the preferred, until a request
+/// fails: then the next endpoint is preferred. A balanced client over every endpoint would
+/// go on sending to a member that accepts connections but does not answer (paused, or cut
+/// off from its peers): each request there waits out its timeout, and a holder whose
+/// renewals all land there runs past its mark although the cluster has a quorum.
 pub(super) struct Connection {
     /// Always `Some` until dropped.
     pub(super) runtime: Option<tokio::runtime::Runtime>,
-    pub(super) client: Client,
+    /// One per endpoint, in the order given.
+    pub(super) clients: Vec<Client>,
+    /// The index (modulo the count) of the client requests go to.
+    pub(super) preferred: AtomicUsize,
     pub(super) endpoints: Vec<String>,
     /// The namespace's key prefix.
     pub(super) prefix: String,
@@ -36,6 +47,12 @@ impl Drop for Connection {
 }
 
 impl Connection {
+    /// The client requests go to now.
+    pub(super) fn client(&self) -> Client {
+        let index = self.preferred.load(Ordering::Relaxed) % self.clients.len();
+        self.clients[index].clone()
+    }
+
     /// The refusal of a store found gone back in time, with the procedure that ends it.
     pub(super) fn restored_error(&self) -> Error {
         let namespace = self.prefix.trim_end_matches('/');
@@ -61,7 +78,7 @@ impl Connection {
             return Ok(false);
         }
         if restore_found_ms(seen).is_none() {
-            let mut client = self.client.clone();
+            let mut client = self.client();
             let store_key = format!("{}store", self.prefix);
             let value = format!(
                 "idgen-lease-store v1 {RESTORE_FOUND}{} by pid {}",
@@ -103,11 +120,14 @@ impl Connection {
         let runtime = self.runtime.as_ref().ok_or_else(|| Error::LeaseStore {
             reason: "the etcd client's runtime is shut down".to_string(),
         })?;
-        runtime
-            .block_on(request)
-            .map_err(|reason| Error::LeaseStore {
+        runtime.block_on(request).map_err(|reason| {
+            // Whatever failed, the next request goes to the next member: a logical refusal
+            // costs nothing there, and a member that does not answer is left behind.
+            self.preferred.fetch_add(1, Ordering::Relaxed);
+            Error::LeaseStore {
                 reason: format!("etcd at {}: {reason}", self.endpoints.join(",")),
-            })
+            }
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! [`EtcdStore`]: connecting, its settings, the namespace's keys, and the `init` steps that
 //! write the marks. Uses `connection` and `keys`.
 
+use crate::sync::AtomicUsize;
 use std::fmt;
 use std::future::Future;
 use std::ops::RangeInclusive;
@@ -72,17 +73,31 @@ impl EtcdStore {
         let unreachable = |error: &dyn fmt::Display| Error::LeaseStore {
             reason: format!("etcd at {} is unreachable: {error}", endpoints.join(",")),
         };
-        let mut client = runtime
-            .block_on(timed(Client::connect(&endpoints, Some(options))))
-            .map_err(|error| unreachable(&error))?;
-        // The connection may be lazy: one real request proves the cluster answers.
-        runtime
-            .block_on(timed(client.status()))
-            .map_err(|error| unreachable(&error))?;
+        // One client per endpoint (connections are made lazily), and the first that
+        // answers a real request preferred: that proves the cluster answers.
+        let mut clients = Vec::with_capacity(endpoints.len());
+        for endpoint in &endpoints {
+            let client = runtime
+                .block_on(timed(Client::connect([endpoint], Some(options.clone()))))
+                .map_err(|error| unreachable(&error))?;
+            clients.push(client);
+        }
+        let mut answered = Err(String::new());
+        let mut preferred = 0;
+        for (index, client) in clients.iter().enumerate() {
+            let mut client = client.clone();
+            answered = runtime.block_on(timed(client.status())).map(|_| ());
+            if answered.is_ok() {
+                preferred = index;
+                break;
+            }
+        }
+        answered.map_err(|error| unreachable(&error))?;
         Ok(EtcdStore {
             connection: Arc::new(Connection {
                 runtime: Some(runtime),
-                client,
+                clients,
+                preferred: AtomicUsize::new(preferred),
                 endpoints,
                 prefix: prefix.clone(),
             }),
@@ -153,7 +168,7 @@ impl EtcdStore {
         workers: RangeInclusive<u64>,
         mark: &str,
     ) -> Result<u64, Error> {
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let mut written = 0;
         for key in self.mark_keys(datacenters, workers) {
             let created = self.run(async {
@@ -185,7 +200,7 @@ impl EtcdStore {
         workers: RangeInclusive<u64>,
         now_unix_ms: u64,
     ) -> Result<u64, Error> {
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let prefix = self.prefix.clone();
         let existing = self.run(async {
             let options = GetOptions::new().with_prefix().with_count_only();
@@ -225,7 +240,7 @@ impl EtcdStore {
 
     /// Writes the `store` key, the last step of `init`: `what` happened, and by whom.
     fn put_store_key(&self, what: &str) -> Result<(), Error> {
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let store_key = self.store_key();
         let value = format!("idgen-lease-store v1 {what} by pid {}", std::process::id());
         self.run(async {
@@ -251,7 +266,7 @@ impl EtcdStore {
         let ahead = self.default_outage_horizon().max(self.largest_horizon()?);
         let floor =
             now_unix_ms.saturating_add(u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX));
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let mut raised = 0;
         for key in self.mark_keys(datacenters, workers) {
             let (_, written) = self.run(raise_key(&mut client, &key, floor))?;
@@ -264,7 +279,7 @@ impl EtcdStore {
     /// Refuses while a holder has found the namespace restored: only `init
     /// --after-restore` may lift that, since it raises every mark.
     fn refuse_if_restore_found(&self) -> Result<(), Error> {
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let store_key = self.store_key();
         let value = self.run(async {
             let got = timed(client.get(store_key.as_str(), None)).await?;
@@ -284,7 +299,7 @@ impl EtcdStore {
     /// The largest outage horizon any holder recorded (zero if none), at most
     /// [`MAX_OUTAGE_HORIZON`].
     fn largest_horizon(&self) -> Result<Duration, Error> {
-        let mut client = self.connection.client.clone();
+        let mut client = self.connection.client();
         let key = self.horizon_key();
         let recorded = self.run(async {
             let got = timed(client.get(key.as_str(), None)).await?;
