@@ -275,8 +275,11 @@ impl Drop for Cluster {
                 let _ = child.wait();
             }
         }
-        if !std::thread::panicking() {
+        // IDGEN_FAULT_KEEP keeps the members' logs and data for a look after a run.
+        if std::env::var_os("IDGEN_FAULT_KEEP").is_none() {
             let _ = fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("the cluster's logs and data: {}", self.dir.display());
         }
     }
 }

@@ -17,7 +17,7 @@ use super::unix_ms;
 use crate::common::Service;
 
 /// The pause between two batches of one issuing loop.
-const PACE: Duration = Duration::from_millis(20);
+const PACE: Duration = Duration::from_millis(50);
 const BATCH: usize = 100;
 
 /// One issuing loop: its log, filled as it goes, and the thread.
