@@ -43,8 +43,8 @@
 //! from its command line in `/proc`. By default every client (holders, probes, the capacity
 //! clients) talks to the leader alone: etcd 3.4 followers forward each keep-alive to the
 //! leader over HTTP on their peer URL, which here goes through the harness's peer proxies,
-//! and those keep every connection they ever forwarded open until cut (descriptors run out
-//! within minutes at 5,000 holders). `--spread` (`IDGEN_FLEET_SPREAD=1`) gives clients all
+//! and copying every forwarded keep-alive through this process's threads would measure the
+//! proxies, not etcd. `--spread` (`IDGEN_FLEET_SPREAD=1`) gives clients all
 //! three members, as a real fleet would (forwarding included) and, as far as this process's
 //! descriptor limit allows, measures the same.
 //!

@@ -48,7 +48,8 @@ fn etcdctl() -> Command {
 }
 
 impl Member {
-    fn direct_endpoint(&self) -> String {
+    /// The member's own client URL, past its proxy.
+    pub fn direct_endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.client_port)
     }
 

@@ -2,9 +2,10 @@
 //! connection (closed at once, new ones refused), or blackholes them (held open, every byte
 //! dropped: what a partition looks like to the sender).
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
@@ -19,7 +20,9 @@ const GONE: u8 = 3;
 pub struct Proxy {
     port: u16,
     mode: Arc<AtomicU8>,
-    open: Arc<Mutex<Vec<TcpStream>>>,
+    /// Both ends of every open connection, by connection: a pump removes its own when the
+    /// connection ends, so a long run holds no closed sockets.
+    open: Arc<Mutex<HashMap<u64, [TcpStream; 2]>>>,
 }
 
 impl Proxy {
@@ -29,7 +32,8 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let mode = Arc::new(AtomicU8::new(FORWARD));
-        let open = Arc::new(Mutex::new(Vec::<TcpStream>::new()));
+        let open = Arc::new(Mutex::new(HashMap::new()));
+        let next_connection = AtomicU64::new(0);
         let (accept_mode, accept_open) = (Arc::clone(&mode), Arc::clone(&open));
         thread::spawn(move || {
             for client in listener.incoming() {
@@ -48,17 +52,20 @@ impl Proxy {
                 };
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
-                {
-                    let mut open = accept_open.lock().unwrap();
-                    open.push(client.try_clone().unwrap());
-                    open.push(server.try_clone().unwrap());
-                }
+                let connection = next_connection.fetch_add(1, Ordering::Relaxed);
+                accept_open.lock().unwrap().insert(
+                    connection,
+                    [client.try_clone().unwrap(), server.try_clone().unwrap()],
+                );
                 for (from, to) in [
                     (client.try_clone().unwrap(), server.try_clone().unwrap()),
                     (server, client),
                 ] {
-                    let mode = Arc::clone(&accept_mode);
-                    thread::spawn(move || pump(from, to, &mode));
+                    let (mode, open) = (Arc::clone(&accept_mode), Arc::clone(&accept_open));
+                    thread::spawn(move || {
+                        pump(from, to, &mode);
+                        open.lock().unwrap().remove(&connection);
+                    });
                 }
             }
         });
@@ -93,8 +100,10 @@ impl Proxy {
     }
 
     fn close_all(&self) {
-        for stream in self.open.lock().unwrap().drain(..) {
-            let _ = stream.shutdown(Shutdown::Both);
+        for (_, ends) in self.open.lock().unwrap().drain() {
+            for stream in ends {
+                let _ = stream.shutdown(Shutdown::Both);
+            }
         }
     }
 }
