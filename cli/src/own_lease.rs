@@ -133,37 +133,26 @@ impl OwnLease {
             match acquired {
                 Ok(generator) => break generator,
                 // Held by live processes: one may stop, or crash and free its number
-                // within its TTL. (Numbers that are only unusable never come free.)
-                Err(error @ idgen::Error::LeaseRangeFull { held, .. })
-                    if held > 0 && Instant::now() < gives_up && !self.watch.is_cancelled() =>
+                // within its TTL. (Numbers that are only unusable never come free.) Or the
+                // store failed a request (a member lost, an election): it answered at
+                // start, so that is an outage to wait out within the same bound; giving up
+                // would stop a service that waits for a number whenever a member is lost.
+                Err(error)
+                    if Instant::now() < gives_up
+                        && !self.watch.is_cancelled()
+                        && (matches!(error, idgen::Error::LeaseRangeFull { held, .. } if held > 0)
+                            || matches!(error, idgen::Error::LeaseStore { .. })) =>
                 {
                     let why = error.to_string();
                     if Instant::now() >= next_report {
+                        let what = if matches!(error, idgen::Error::LeaseStore { .. }) {
+                            "trying again"
+                        } else {
+                            "waiting for one to come free (a holder that crashed frees its \
+                             number within its TTL)"
+                        };
                         tracing::warn!(
-                            "{why}; waiting for one to come free (a holder that crashed frees \
-                             its number within its TTL), for at most {} s more",
-                            gives_up.saturating_duration_since(Instant::now()).as_secs()
-                        );
-                        next_report = Instant::now() + REPORT_EVERY;
-                    }
-                    *lock(&self.number_wait) = Some((why, gives_up_unix_ms));
-                    let until = (Instant::now() + retry).min(gives_up);
-                    while Instant::now() < until && !self.watch.is_cancelled() {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    retry = (retry * 2).min(retry_at_most);
-                }
-                // The store failed a request (a member lost, an election): the store
-                // answered at start, so this is an outage to wait out like a full range,
-                // within the same bound; giving up here would stop a service that waits for
-                // a number whenever a member of the store is lost.
-                Err(error @ idgen::Error::LeaseStore { .. })
-                    if Instant::now() < gives_up && !self.watch.is_cancelled() =>
-                {
-                    let why = error.to_string();
-                    if Instant::now() >= next_report {
-                        tracing::warn!(
-                            "{why}; trying again, for at most {} s more",
+                            "{why}; {what}, for at most {} s more",
                             gives_up.saturating_duration_since(Instant::now()).as_secs()
                         );
                         next_report = Instant::now() + REPORT_EVERY;
