@@ -16,6 +16,13 @@ pub(crate) use loom::{
 pub(crate) use std::{
     hint::spin_loop,
     sync::Arc,
-    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
     thread::yield_now,
 };
+
+// Only the etcd store's preferred-member index uses it; named apart so a build without the
+// feature has no unused import.
+#[cfg(all(idgen_loom, feature = "etcd"))]
+pub(crate) use loom::sync::atomic::AtomicUsize;
+#[cfg(all(not(idgen_loom), feature = "etcd"))]
+pub(crate) use std::sync::atomic::AtomicUsize;
