@@ -1,5 +1,6 @@
-//! What a fleet costs: a fleet of worker-number holders on a real 3-member etcd cluster on
-//! loopback (the fault harness's cluster, `cli/tests/faults/cluster.rs`), measured. A bench
+//! What a fleet costs: a fleet of worker-number holders on a real 3-member etcd cluster
+//! (the fault harness's, `cli/tests/faults/cluster.rs`: each member in a network namespace
+//! of its own, reached from the host over a veth), measured. A bench
 //! binary, not a test; it prints a plain-text report (markdown tables) at the end.
 //!
 //! 1. The fleet: holder processes (this binary run again with `IDGEN_FLEET_ROLE=hold`) hold
@@ -38,15 +39,15 @@
 //! 4. The cluster's write capacity in the same run: 32 clients (`etcd-client`, each its own
 //!    connection) doing `put` of small keys for 10 s.
 //!
-//! Clients reach the members directly, not through the harness's proxies (which would copy
-//! every byte through this process's threads); the direct client URL of each member is read
-//! from its command line in `/proc`. By default every client (holders, probes, the capacity
-//! clients) talks to the leader alone: etcd 3.4 followers forward each keep-alive to the
-//! leader over HTTP on their peer URL, which here goes through the harness's peer proxies,
-//! and copying every forwarded keep-alive through this process's threads would measure the
-//! proxies, not etcd. `--spread` (`IDGEN_FLEET_SPREAD=1`) gives clients all
-//! three members, as a real fleet would (forwarding included) and, as far as this process's
-//! descriptor limit allows, measures the same.
+//! Clients reach the members directly, not through the harness's client proxies (which
+//! would copy every byte through this process's threads); the direct client URL of each
+//! member is read from its command line in `/proc`. The members run in network namespaces
+//! of their own and reach each other over veth links, so nothing of theirs passes through
+//! this process. By default every client (holders, probes, the capacity clients) talks to
+//! the leader alone, as the measurements in `docs/fleet.md` were made; `--spread`
+//! (`IDGEN_FLEET_SPREAD=1`) gives clients all three members, as a real fleet would, and
+//! etcd 3.4 followers then forward each keep-alive to the leader over HTTP on their peer
+//! URL. The cluster makes network namespaces: run as root.
 //!
 //! Run (15 to 20 minutes on 2 cores, most of it taking the 10,000 numbers: every acquire
 //! reads all holder and mark keys): `cargo bench --bench fleet --features etcd`
@@ -495,11 +496,10 @@ fn rss_mb(pid: u32) -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-/// The harness's proxies (in this process) keep every connection they ever forwarded open
-/// until cut, and etcd 3.4 followers forward each keep-alive to the leader over HTTP on
-/// their peer URL, through the peer proxies, on connections they open and close as load
-/// requires: thousands of descriptors within minutes. Raises this process's limit as far as
-/// the system allows (as root, the hard limit too), with `prlimit`.
+/// Thousands of holders on a few store connections, and the client proxies in this process
+/// (which keep every connection they forward open until it ends), need more descriptors
+/// than the usual soft limit. Raises this process's limit as far as the system allows (as
+/// root, the hard limit too), with `prlimit`.
 fn raise_open_files() {
     let most = std::fs::read_to_string("/proc/sys/fs/nr_open")
         .ok()
@@ -521,7 +521,7 @@ fn raise_open_files() {
     }
 }
 
-/// Open descriptors of this process (mostly the proxies' connections).
+/// Open descriptors of this process.
 fn open_files() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
 }
@@ -1141,7 +1141,7 @@ fn bench() {
 fn report(config: &Config, idle: &Load, capacity_puts: f64, capacity: &Load, runs: &[Run]) {
     let cap_proposals = capacity.per_second(capacity.proposals);
     let pct = |part: f64, whole: f64| 100.0 * part / whole;
-    println!("\n# What a fleet costs (etcd 3-member cluster on loopback)\n");
+    println!("\n# What a fleet costs (a 3-member etcd cluster, members in network namespaces)\n");
     println!(
         "Clients talk to {}. Layout 41/0/14/8; holders in {} processes (one of them the {}-number restart \
          group), one store connection per process, {}; window {} s; outage horizon 180 s (the etcd default).\n",

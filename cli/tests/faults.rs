@@ -1,12 +1,15 @@
-//! The fault harness: a real 3-member etcd cluster on loopback, holders of every kind
-//! issuing at once with every ID recorded, a seeded schedule of faults, and a checker that
-//! reads everything back (see `faults/checker.rs`).
+//! The fault harness: a real 3-member etcd cluster, each member in a network namespace of
+//! its own, holders of every kind issuing at once with every ID recorded, a seeded schedule
+//! of faults, and a checker that reads everything back (see `faults/checker.rs`). It makes
+//! network namespaces, so it runs as root.
 //!
 //! Holders (layout: no datacenter bits, 16 workers, 18 sequence bits; TTL 10 s, outage
 //! horizon 15 s: a cluster fault of 8 s stays inside both, a holder fault of 28 s passes
 //! both and leaves a successor time to start):
 //! - `serve-a`, `serve-b` (wall clock 2 s ahead, libfaketime) and `serve-c` (2 s behind):
 //!   `idgen serve` processes sharing workers 0-1, so one of them always waits for a number;
+//! - `serve-api`, an `idgen serve` on workers 10-11 with its lease API on, and `api-client`,
+//!   a program that leases the other number through that API and issues IDs itself;
 //! - `embedded`: a `LeasedGenerator` on workers 2-3;
 //! - `sharded`: a `LeasedShardedGenerator` of two shards on workers 4-7;
 //! - `cut-off`: a `LeasedGenerator` on workers 8-9 that reaches the cluster through proxies
@@ -15,18 +18,16 @@
 //!   fault, timed from start to first ID.
 //!
 //! Faults (each past the TTL where it matters): kill the leader, kill a follower, pause the
-//! leader (SIGSTOP) past the election timeout, silence the leader towards the majority (its
-//! peer proxy cut), cut one holder off from every member past its mark (the outage path),
-//! pause a serving `idgen serve` past its TTL while another waits for its number (Jepsen's
-//! pause), with quiet periods between.
+//! leader (SIGSTOP) past the election timeout, partition the leader from the majority,
+//! isolate a follower, cut the one link between the leader and a follower, drop what the
+//! leader sends to a follower (one way), cut one holder off from every member past its mark
+//! (the outage path), pause a serving `idgen serve` past its TTL while another waits for
+//! its number (Jepsen's pause), with quiet periods between.
 //!
-//! `cargo test --test faults` runs the short schedule (about two minutes). A long one:
-//! `IDGEN_FAULT_MINUTES=30 IDGEN_FAULT_SEED=7 cargo test --release --test faults --
-//! --ignored --nocapture long_schedule`, which also writes its report to
-//! `target/faults-report.md`.
-//!
-//! Not yet here: member-to-member partitions through network namespaces (one-way,
-//! single-link), a lease API client issuing in process.
+//! `cargo test --test faults` runs the short schedule (every fault once, about two and a
+//! half minutes). A long one: `IDGEN_FAULT_MINUTES=30 IDGEN_FAULT_SEED=7 cargo test
+//! --release --test faults -- --ignored --nocapture long_schedule`, which also writes its
+//! report to `target/faults-report.md`.
 
 #![cfg(feature = "etcd")]
 
@@ -51,7 +52,7 @@ use idgen::lease::LeaseState;
 use checker::{Fields, Log, Window, check, plot, was_serving, window_stats};
 use cluster::Cluster;
 use common::{PATIENCE, Service, idgen, wait_until};
-use holders::{Embedded, Served, Sharded, leased};
+use holders::{ApiClient, Embedded, Served, Sharded, leased};
 use proxy::Proxy;
 
 pub fn unix_ms() -> u64 {
@@ -112,26 +113,30 @@ enum Fault {
     KillLeader,
     KillFollower,
     PauseLeader,
-    SilenceLeader,
+    PartitionLeader,
+    IsolateFollower,
+    CutLeaderLink,
+    OneWayFromLeader,
     CutHolderOff,
     PauseServingHolder,
 }
 
-const ALL_FAULTS: [Fault; 6] = [
+const ALL_FAULTS: [Fault; 9] = [
     Fault::KillLeader,
     Fault::KillFollower,
     Fault::PauseLeader,
-    Fault::SilenceLeader,
+    Fault::PartitionLeader,
+    Fault::IsolateFollower,
+    Fault::CutLeaderLink,
+    Fault::OneWayFromLeader,
     Fault::CutHolderOff,
     Fault::PauseServingHolder,
 ];
 
 impl Fault {
+    /// Whether it strikes the cluster (a leader or a minority lost), not a holder.
     fn is_cluster_fault(self) -> bool {
-        matches!(
-            self,
-            Fault::KillLeader | Fault::KillFollower | Fault::PauseLeader | Fault::SilenceLeader
-        )
+        !matches!(self, Fault::CutHolderOff | Fault::PauseServingHolder)
     }
 }
 
@@ -151,6 +156,7 @@ struct Fleet {
     namespace: String,
     stop: Arc<AtomicBool>,
     served: Vec<Served>,
+    api_client: ApiClient,
     embedded: Embedded,
     sharded: Sharded,
     cut_off: Embedded,
@@ -183,7 +189,10 @@ impl Fleet {
 
         let stop = Arc::new(AtomicBool::new(false));
         let blocks_dir = common::temp_dir(&format!("faults-{name}-blocks"));
-        let serve = |skew: Option<&str>| -> Service {
+        let token_file = blocks_dir.join("lease-api-token");
+        let token = format!("faults-{}", unix_ms());
+        std::fs::write(&token_file, &token).unwrap();
+        let serve = |skew: Option<&str>, workers: &str, lease_api: bool| -> Service {
             let mut command = common::idgen_command();
             if let Some(skew) = skew {
                 command
@@ -193,24 +202,31 @@ impl Fleet {
             }
             command
                 .args(["serve", "--listen", "127.0.0.1:0", "--etcd", &etcd])
-                .args(["--namespace", &namespace, "--workers", "0-1"])
+                .args(["--namespace", &namespace, "--workers", workers])
                 .args(["--lease-ttl", "10s", "--outage-horizon", "15s"])
                 .args(["--wait-for-number", "86400s"])
                 .arg("--blocks-dir")
                 .arg(&blocks_dir)
                 .args(LAYOUT_FLAGS);
+            if lease_api {
+                command.arg("--lease-api-token-file").arg(&token_file);
+            }
             Service::start_listening_in(&mut command)
         };
-        let mut a = serve(None);
+        let mut a = serve(None, "0-1", false);
         a.wait_until_serving();
-        let mut b = serve(Some("+2s"));
+        let mut b = serve(Some("+2s"), "0-1", false);
         b.wait_until_serving();
         // Waits for a number for as long as the run lasts.
-        let c = serve(Some("-2s"));
+        let c = serve(Some("-2s"), "0-1", false);
+        let mut api = serve(None, "10-11", true);
+        api.wait_until_serving();
+        let api_client = ApiClient::start("api-client", api.address, token, FIELDS, &stop);
         let served = vec![
             Served::start("serve-a", a, &stop),
             Served::start("serve-b", b, &stop),
             Served::start("serve-c", c, &stop),
+            Served::start("serve-api", api, &stop),
         ];
 
         let embedded = Embedded::start(
@@ -251,6 +267,7 @@ impl Fleet {
             namespace,
             stop,
             served,
+            api_client,
             embedded,
             sharded,
             cut_off,
@@ -276,6 +293,7 @@ impl Fleet {
         for served in &self.served {
             copy(&served.issuer.log);
         }
+        copy(&self.api_client.issuer.log);
         copy(&self.embedded.issuer.log);
         for issuer in &self.sharded.issuers {
             copy(&issuer.log);
@@ -284,9 +302,11 @@ impl Fleet {
         logs
     }
 
-    /// Numbers the embedded and sharded holders took after losing one, per holder.
-    fn reacquisitions(&self) -> (u64, u64) {
+    /// Numbers the lease API client, the embedded and the sharded holders took after
+    /// losing one, per holder.
+    fn reacquisitions(&self) -> (u64, u64, u64) {
         (
+            self.api_client.leases_taken.load(Ordering::Relaxed) - 1,
             self.embedded.generator.lease_stats().reacquisitions,
             self.sharded
                 .generator
@@ -331,17 +351,26 @@ impl Fleet {
         let reacquisitions_before = self.reacquisitions();
         let mut note = String::new();
         match fault {
-            Fault::KillLeader | Fault::KillFollower | Fault::PauseLeader | Fault::SilenceLeader => {
-                let member = if fault == Fault::KillFollower {
-                    self.cluster.follower()
-                } else {
-                    self.cluster.leader()
+            Fault::KillLeader
+            | Fault::KillFollower
+            | Fault::PauseLeader
+            | Fault::PartitionLeader
+            | Fault::IsolateFollower
+            | Fault::CutLeaderLink
+            | Fault::OneWayFromLeader => {
+                let leader = self.cluster.leader();
+                let follower = self.cluster.follower();
+                let member = match fault {
+                    Fault::KillFollower | Fault::IsolateFollower => follower,
+                    _ => leader,
                 };
                 let fault_started = Instant::now();
                 match fault {
                     Fault::KillLeader | Fault::KillFollower => self.cluster.kill(member),
                     Fault::PauseLeader => self.cluster.signal(member, "STOP"),
-                    _ => self.cluster.members[member].peer.cut(),
+                    Fault::PartitionLeader | Fault::IsolateFollower => self.cluster.isolate(member),
+                    Fault::CutLeaderLink => self.cluster.cut_link(leader, follower),
+                    _ => self.cluster.drop_one_way(leader, follower),
                 }
                 match self.fresh_holder_ms() {
                     Ok(ms) => {
@@ -361,9 +390,14 @@ impl Fleet {
                 match fault {
                     Fault::KillLeader | Fault::KillFollower => self.cluster.restart(member),
                     Fault::PauseLeader => self.cluster.signal(member, "CONT"),
-                    _ => self.cluster.members[member].peer.restore(),
+                    _ => self.cluster.heal(),
                 }
-                let _ = write!(note, "; member m{member}");
+                let _ = match fault {
+                    Fault::CutLeaderLink | Fault::OneWayFromLeader => {
+                        write!(note, "; leader m{leader}, follower m{follower}")
+                    }
+                    _ => write!(note, "; member m{member}"),
+                };
             }
             Fault::CutHolderOff => {
                 for proxy in &self.cut_off_proxies {
@@ -426,13 +460,13 @@ impl Fleet {
                 common::signal(pid, "STOP");
                 std::thread::sleep(HOLDER_FAULT);
                 common::signal(pid, "CONT");
-                let _ = write!(note, "paused serve-{}", ["a", "b", "c"][index]);
+                let _ = write!(note, "paused {}", logs[index].name);
             }
         }
         let end = unix_ms();
         if fault.is_cluster_fault() && self.reacquisitions() != reacquisitions_before {
             self.problems.push(format!(
-                "{fault:?}: an embedded holder lost a number (reacquisitions {reacquisitions_before:?} -> {:?})",
+                "{fault:?}: a holder lost a number (reacquisitions of the lease API client, embedded, sharded {reacquisitions_before:?} -> {:?})",
                 self.reacquisitions()
             ));
         }
@@ -454,6 +488,7 @@ impl Fleet {
         for served in &mut self.served {
             served.issuer.join();
         }
+        self.api_client.issuer.join();
         self.embedded.issuer.join();
         for issuer in &mut self.sharded.issuers {
             issuer.join();
@@ -597,6 +632,37 @@ fn long_schedule() {
     std::fs::write(target.join("faults-plot.svg"), svg).unwrap();
     println!("{report}\n(written to {})", path.display());
     assert!(problems.is_empty(), "seed {seed}:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_network_cuts_exactly_the_links_it_is_told_to() {
+    let mut cluster = Cluster::start(&format!("net-{}", unix_ms()));
+    // Which member reaches which, as (from, to) pairs, beside what is expected.
+    let check = |cluster: &Cluster, cut: &[(usize, usize)], what: &str| {
+        for from in 0..3 {
+            for to in (0..3).filter(|&to| to != from) {
+                assert_eq!(
+                    cluster.reaches(from, to),
+                    !cut.contains(&(from, to)),
+                    "{what}: m{from} to m{to}"
+                );
+            }
+        }
+    };
+    check(&cluster, &[], "at the start");
+    cluster.isolate(0);
+    check(&cluster, &[(0, 1), (0, 2), (1, 0), (2, 0)], "m0 isolated");
+    cluster.heal();
+    check(&cluster, &[], "healed");
+    cluster.cut_link(1, 2);
+    check(&cluster, &[(1, 2), (2, 1)], "the link m1-m2 cut");
+    cluster.heal();
+    // One way: m2's packets to m0 vanish. A connection needs both ways, so m0 cannot open
+    // one to m2 either (its SYN arrives, the answer does not); m2 and m0 still reach m1.
+    cluster.drop_one_way(2, 0);
+    check(&cluster, &[(2, 0), (0, 2)], "m2 to m0 dropped");
+    cluster.heal();
+    check(&cluster, &[], "healed again");
 }
 
 /// Two loops of made-up IDs on the harness's layout.

@@ -1,14 +1,17 @@
-//! A 3-member etcd cluster on loopback for the fault harness. Each member's client port
-//! and peer port sit behind a [`Proxy`]: clients reach a member through its client proxy,
-//! and peers through the peer URL it advertises, its peer proxy. Cutting a member's peer
-//! proxy silences it towards the others (raft streams are dialled by the receiver), which
-//! is how the harness partitions a leader from the majority without root; the members
-//! themselves can be killed, restarted on their data, paused and resumed.
+//! A 3-member etcd cluster for the fault harness, each member in a network namespace of
+//! its own (`ip netns`, so the harness runs as root). Members reach each other over a
+//! veth pair per pair of members, and a member advertises one peer URL, its own address;
+//! a link is cut, in one direction or both, by routing a member's packets for another into
+//! a sink (a veth whose other end takes no frame addressed elsewhere), so the sender's
+//! bytes vanish as they do in a partition, without iptables or tc. Clients reach a member
+//! through a [`Proxy`] on loopback in front of its client port (a veth to the host). The
+//! members themselves can be killed, restarted on their data, paused and resumed.
 
 use std::fs::{self, File};
-use std::net::TcpListener;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use super::proxy::Proxy;
@@ -18,24 +21,187 @@ pub struct Member {
     child: Option<Child>,
     data: PathBuf,
     log: PathBuf,
-    client_port: u16,
-    peer_port: u16,
+    namespace: String,
+    client_address: String,
+    peer_address: String,
     pub client: Proxy,
-    pub peer: Proxy,
     initial_cluster: String,
 }
 
 pub struct Cluster {
     pub members: Vec<Member>,
+    network: Network,
     dir: PathBuf,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Runs `ip` with `args`; a failure fails the harness with what `ip` said.
+fn ip(args: &[&str]) {
+    let output = Command::new("ip")
+        .args(args)
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run ip (iproute2): {error}"));
+    assert!(
+        output.status.success(),
+        "ip {}: {} (the fault harness makes network namespaces: it runs as root)",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+}
+
+/// The namespaces, links and routes between the members.
+///
+/// Addresses, with `N` picked from the process id so that two runs side by side differ:
+/// member `i` is `10.N.10.(i+1)` (on its loopback) towards the other members, and
+/// `10.N.i.2` towards the host, which is `10.N.i.1`. In member `i`'s namespace, `p{j}` is
+/// the link to member `j`, `host` the link to the host, and `sink` the veth that takes
+/// what a cut drops.
+struct Network {
+    net: u32,
+    namespaces: Vec<String>,
+}
+
+/// The MAC address every member's sink sends to: nobody's, so the frame is dropped.
+const NOBODY: &str = "02:00:00:00:00:01";
+
+impl Network {
+    fn create(count: usize) -> Network {
+        // Clusters of one process (tests run side by side) differ by their number.
+        static CLUSTERS: AtomicU32 = AtomicU32::new(0);
+        let cluster = CLUSTERS.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let net = 100 + (pid * 7 + cluster) % 150;
+        let namespaces: Vec<String> = (0..count)
+            .map(|i| format!("idgen-faults-{pid}-c{cluster}-m{i}"))
+            .collect();
+        let network = Network { net, namespaces };
+        for (i, namespace) in network.namespaces.iter().enumerate() {
+            let _ = Command::new("ip")
+                .args(["netns", "del", namespace])
+                .stderr(Stdio::null())
+                .status();
+            ip(&["netns", "add", namespace]);
+            ip(&["-n", namespace, "link", "set", "lo", "up"]);
+            let peer = format!("{}/32", network.peer_address(i));
+            ip(&["-n", namespace, "addr", "add", &peer, "dev", "lo"]);
+            let host_side = format!("idgf{}c{cluster}h{i}", pid % 100_000);
+            ip(&[
+                "link", "add", &host_side, "type", "veth", "peer", "name", "host", "netns",
+                namespace,
+            ]);
+            let host_address = format!("10.{net}.{i}.1/30");
+            ip(&["addr", "add", &host_address, "dev", &host_side]);
+            ip(&["link", "set", &host_side, "up"]);
+            let member_address = format!("{}/30", network.client_address(i));
+            ip(&[
+                "-n",
+                namespace,
+                "addr",
+                "add",
+                &member_address,
+                "dev",
+                "host",
+            ]);
+            ip(&["-n", namespace, "link", "set", "host", "up"]);
+            ip(&[
+                "-n", namespace, "link", "add", "sink", "type", "veth", "peer", "name", "sink-end",
+            ]);
+            ip(&["-n", namespace, "link", "set", "sink", "up"]);
+            ip(&["-n", namespace, "link", "set", "sink-end", "up"]);
+        }
+        for i in 0..count {
+            for j in i + 1..count {
+                let (a, b) = (&network.namespaces[i], &network.namespaces[j]);
+                let (to_b, to_a) = (format!("p{j}"), format!("p{i}"));
+                ip(&[
+                    "-n", a, "link", "add", &to_b, "type", "veth", "peer", "name", &to_a, "netns",
+                    b,
+                ]);
+                ip(&["-n", a, "link", "set", &to_b, "up"]);
+                ip(&["-n", b, "link", "set", &to_a, "up"]);
+            }
+        }
+        for i in 0..count {
+            for j in 0..count {
+                if i != j {
+                    let (namespace, to) = (&network.namespaces[i], network.peer_address(j));
+                    ip(&[
+                        "-n",
+                        namespace,
+                        "neigh",
+                        "replace",
+                        &to,
+                        "lladdr",
+                        NOBODY,
+                        "dev",
+                        "sink",
+                        "nud",
+                        "permanent",
+                    ]);
+                    network.restore(i, j);
+                }
+            }
+        }
+        network
+    }
+
+    fn peer_address(&self, i: usize) -> String {
+        format!("10.{}.10.{}", self.net, i + 1)
+    }
+
+    fn client_address(&self, i: usize) -> String {
+        format!("10.{}.{i}.2", self.net)
+    }
+
+    /// Whether a TCP connection from member `from`'s namespace to member `to`'s peer port
+    /// opens within a second.
+    fn reaches(&self, from: usize, to: usize) -> bool {
+        let open = format!("exec 3<>/dev/tcp/{}/2380", self.peer_address(to));
+        Command::new("ip")
+            .args(["netns", "exec", &self.namespaces[from]])
+            .args(["timeout", "1", "bash", "-c", &open])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    }
+
+    /// Member `from`'s packets for member `to` go into the sink.
+    fn drop(&self, from: usize, to: usize) {
+        self.route(from, to, "sink");
+    }
+
+    /// Member `from`'s packets for member `to` go over their link again.
+    fn restore(&self, from: usize, to: usize) {
+        self.route(from, to, &format!("p{to}"));
+    }
+
+    fn route(&self, from: usize, to: usize, device: &str) {
+        let (destination, source) = (
+            format!("{}/32", self.peer_address(to)),
+            self.peer_address(from),
+        );
+        ip(&[
+            "-n",
+            &self.namespaces[from],
+            "route",
+            "replace",
+            &destination,
+            "dev",
+            device,
+            "src",
+            &source,
+        ]);
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        // Deleting a namespace deletes its veths, and with them their other ends.
+        for namespace in &self.namespaces {
+            let _ = Command::new("ip")
+                .args(["netns", "del", namespace])
+                .status();
+        }
+    }
 }
 
 fn etcdctl() -> Command {
@@ -50,7 +216,7 @@ fn etcdctl() -> Command {
 impl Member {
     /// The member's own client URL, past its proxy.
     pub fn direct_endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        format!("http://{}:2379", self.client_address)
     }
 
     fn spawn(&mut self) {
@@ -59,19 +225,20 @@ impl Member {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let child = Command::new("etcd")
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.namespace, "etcd"])
             .arg(format!("--name={}", self.name))
             .arg(format!("--data-dir={}", self.data.display()))
-            .arg(format!(
-                "--listen-client-urls=http://127.0.0.1:{}",
-                self.client_port
-            ))
+            .arg(format!("--listen-client-urls={}", self.direct_endpoint()))
             .arg(format!("--advertise-client-urls={}", self.client.url()))
             .arg(format!(
-                "--listen-peer-urls=http://127.0.0.1:{}",
-                self.peer_port
+                "--listen-peer-urls=http://{}:2380",
+                self.peer_address
             ))
-            .arg(format!("--initial-advertise-peer-urls={}", self.peer.url()))
+            .arg(format!(
+                "--initial-advertise-peer-urls=http://{}:2380",
+                self.peer_address
+            ))
             .arg(format!("--initial-cluster={}", self.initial_cluster))
             .arg("--initial-cluster-token=idgen-faults")
             .arg("--initial-cluster-state=new")
@@ -79,6 +246,7 @@ impl Member {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|error| panic!("cannot start etcd (etcd-server): {error}"));
+        // `ip netns exec` execs etcd in its own process, so this is etcd's pid.
         self.child = Some(child);
     }
 
@@ -108,49 +276,86 @@ impl Cluster {
         let dir = std::env::temp_dir().join(format!("idgen-faults-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
-        for attempt in 0..5 {
-            let mut members: Vec<Member> = (0..3)
-                .map(|i| {
-                    let (client_port, peer_port) = (free_port(), free_port());
-                    Member {
-                        name: format!("m{i}"),
-                        child: None,
-                        data: dir.join(format!("m{i}-{attempt}")),
-                        log: dir.join(format!("m{i}.log")),
-                        client_port,
-                        peer_port,
-                        client: Proxy::start(client_port),
-                        peer: Proxy::start(peer_port),
-                        initial_cluster: String::new(),
-                    }
-                })
-                .collect();
-            let initial = members
-                .iter()
-                .map(|m| format!("{}={}", m.name, m.peer.url()))
-                .collect::<Vec<_>>()
-                .join(",");
-            for member in &mut members {
-                member.initial_cluster = initial.clone();
-                member.spawn();
+        let network = Network::create(3);
+        let mut members: Vec<Member> = (0..3)
+            .map(|i| {
+                let client_address = network.client_address(i);
+                let client: SocketAddr = format!("{client_address}:2379").parse().unwrap();
+                Member {
+                    name: format!("m{i}"),
+                    child: None,
+                    data: dir.join(format!("m{i}")),
+                    log: dir.join(format!("m{i}.log")),
+                    namespace: network.namespaces[i].clone(),
+                    client_address,
+                    peer_address: network.peer_address(i),
+                    client: Proxy::to(client),
+                    initial_cluster: String::new(),
+                }
+            })
+            .collect();
+        let initial = members
+            .iter()
+            .map(|m| format!("{}=http://{}:2380", m.name, m.peer_address))
+            .collect::<Vec<_>>()
+            .join(",");
+        for member in &mut members {
+            member.initial_cluster = initial.clone();
+            member.spawn();
+        }
+        let mut cluster = Cluster {
+            members,
+            network,
+            dir,
+        };
+        assert!(
+            cluster.wait_until_healthy(Duration::from_secs(60)),
+            "the etcd cluster did not start; see {}",
+            cluster.dir.display()
+        );
+        cluster
+    }
+
+    /// Cuts member `i` off from every other member, both ways.
+    pub fn isolate(&self, i: usize) {
+        for j in 0..self.members.len() {
+            if j != i {
+                self.cut_link(i, j);
             }
-            let mut cluster = Cluster {
-                members,
-                dir: dir.clone(),
-            };
-            if cluster.wait_until_healthy(Duration::from_secs(60)) {
-                return cluster;
-            }
-            // A port taken by a neighbour between asking and binding: try new ones.
-            for member in &mut cluster.members {
-                if let Some(mut child) = member.child.take() {
-                    let _ = child.kill();
-                    let _ = child.wait();
+        }
+    }
+
+    /// Cuts the link between members `a` and `b`, both ways; each still reaches the third.
+    pub fn cut_link(&self, a: usize, b: usize) {
+        self.network.drop(a, b);
+        self.network.drop(b, a);
+    }
+
+    /// Drops what member `from` sends to member `to`; what `to` sends still arrives.
+    pub fn drop_one_way(&self, from: usize, to: usize) {
+        self.network.drop(from, to);
+    }
+
+    /// Whether member `from` can open a connection to member `to`'s peer port.
+    pub fn reaches(&self, from: usize, to: usize) -> bool {
+        self.network.reaches(from, to)
+    }
+
+    /// Every link carries both ways again; waits (bounded) until every member is healthy.
+    pub fn heal(&mut self) {
+        let count = self.members.len();
+        for i in 0..count {
+            for j in 0..count {
+                if i != j {
+                    self.network.restore(i, j);
                 }
             }
-            std::mem::forget(cluster);
         }
-        panic!("the etcd cluster did not start; see {}", dir.display());
+        assert!(
+            self.wait_until_healthy(Duration::from_secs(60)),
+            "the cluster did not heal within 60 s; see {}",
+            self.dir.display()
+        );
     }
 
     /// Waits until every running member is healthy; `false` if a member exited or the

@@ -1,6 +1,6 @@
-//! A TCP proxy on loopback that the fault harness controls: it forwards, or cuts every
-//! connection (closed at once, new ones refused), or blackholes them (held open, every byte
-//! dropped: what a partition looks like to the sender).
+//! A TCP proxy on loopback that the fault harness controls: it forwards, or blackholes
+//! every connection (held open, every byte dropped: what a partition looks like to the
+//! sender).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 const FORWARD: u8 = 0;
-const CUT: u8 = 1;
 const BLACKHOLE: u8 = 2;
 /// The proxy was dropped: the listener ends at its next connection.
 const GONE: u8 = 3;
@@ -28,7 +27,11 @@ pub struct Proxy {
 impl Proxy {
     /// A proxy to `127.0.0.1:target_port`.
     pub fn start(target_port: u16) -> Proxy {
-        let target = SocketAddr::from(([127, 0, 0, 1], target_port));
+        Proxy::to(SocketAddr::from(([127, 0, 0, 1], target_port)))
+    }
+
+    /// A proxy on loopback to `target`.
+    pub fn to(target: SocketAddr) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let mode = Arc::new(AtomicU8::new(FORWARD));
@@ -38,13 +41,8 @@ impl Proxy {
         thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { continue };
-                match accept_mode.load(Ordering::SeqCst) {
-                    GONE => return,
-                    CUT => {
-                        let _ = client.shutdown(Shutdown::Both);
-                        continue;
-                    }
-                    _ => {}
+                if accept_mode.load(Ordering::SeqCst) == GONE {
+                    return;
                 }
                 let Ok(server) = TcpStream::connect(target) else {
                     let _ = client.shutdown(Shutdown::Both);
@@ -78,12 +76,6 @@ impl Proxy {
 
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Closes every connection through it and refuses new ones.
-    pub fn cut(&self) {
-        self.mode.store(CUT, Ordering::SeqCst);
-        self.close_all();
     }
 
     /// Keeps connections open but drops every byte, both ways.
