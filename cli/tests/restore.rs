@@ -245,6 +245,62 @@ fn without_the_restore_step_the_holder_stops_and_every_process_is_refused_until_
     assert!(log.contains("idgen leases init --after-restore"), "{log}");
 }
 
+/// A service already waiting for a number when etcd is restored finds the restore itself:
+/// the restored store shows the number free (its holder took it after the snapshot), but
+/// that holder goes on issuing as it until its next renewal. The waiting service had seen
+/// the store at a newer revision, so it refuses the store instead of taking the number.
+#[test]
+fn a_service_waiting_for_a_number_through_a_restore_does_not_take_the_holders_number() {
+    let mut server = EtcdServer::start("cli-restore-waiting");
+    let args = store_args(&server);
+    run(&args, &["leases", "init"]);
+    let snapshot = server.snapshot("before-the-holder.db");
+    // The holder renews every 10 s (TTL 30 s): long after etcd is back, it still issues.
+    let mut holder_args = args.clone();
+    for flag in ["--lease-ttl", "--outage-horizon"] {
+        let at = holder_args.iter().position(|arg| arg == flag).unwrap();
+        holder_args[at + 1] = "30s".to_string();
+    }
+    let holder = serve(&holder_args, "0-0");
+    assert_eq!(holder.get("/v1/ids?count=10").ids().len(), 10);
+    let waiting = Service::start_listening_in(
+        common::idgen_command()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(&args)
+            .args(["--workers", "0-0", "--wait-for-number", "300s"]),
+    );
+    wait_until("the second service to wait for a number", PATIENCE, || {
+        let health = waiting.get("/healthz");
+        health.status == 503 && health.json()["lease"] == "WaitingForNumber"
+    });
+    server.restore(&snapshot);
+    // It either takes the number (the defect: the holder still issues as worker 0 until
+    // its next renewal, up to 10 s away) or refuses the restored store and exits.
+    let deadline = Instant::now() + PATIENCE;
+    let mut waiting = waiting;
+    while waiting.exited().is_none() && !waiting.log().contains("lease taken") {
+        assert!(
+            Instant::now() < deadline,
+            "the waiting service neither took a number nor stopped:\n{}",
+            waiting.log()
+        );
+        thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        !waiting.log().contains("lease taken"),
+        "the waiting service took a number of the restored store:\n{}",
+        waiting.log()
+    );
+    let (status, log) = waiting.wait_for_exit_with_log();
+    assert!(!status.success(), "{log}");
+    assert!(log.contains("went back in time"), "{log}");
+    assert!(log.contains("idgen leases init --after-restore"), "{log}");
+    // The namespace is marked: the holder stops at its next renewal, and waits for the step.
+    wait_until("the holder to stop", PATIENCE, || {
+        holder.get("/v1/ids?count=1").status == 503
+    });
+}
+
 #[test]
 fn the_restore_step_is_refused_on_a_lease_directory_with_the_reason() {
     let dir = common::new_lease_dir("restore-dir");

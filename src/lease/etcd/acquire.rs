@@ -188,12 +188,13 @@ impl LeaseStore for EtcdStore {
     fn acquire_as(&self, range: &WorkerRange, holder_name: &str) -> Result<Box<dyn Claim>, Error> {
         let mut client = self.connection.client();
         let store_key = self.store_key();
-        let store_value = self.run(async {
+        let (store_value, revision) = self.run(async {
             let got = timed(client.get(store_key.as_str(), None)).await?;
-            Ok(got
+            let value = got
                 .kvs()
                 .first()
-                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
+                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned());
+            Ok((value, got.header().map_or(0, |header| header.revision())))
         })?;
         let Some(store_value) = store_value else {
             return Err(self.uninitialised());
@@ -201,6 +202,8 @@ impl LeaseStore for EtcdStore {
         if restore_found_ms(&store_value).is_some() {
             return Err(self.connection.restored_error());
         }
+        self.connection
+            .check_not_gone_back(revision, &store_value)?;
         let datacenter = range.datacenter();
         let held_prefix = format!("{}dc/{datacenter}/holder/", self.prefix);
         // Each holder key and its lease (0: none).
@@ -294,7 +297,10 @@ impl LeaseStore for EtcdStore {
                 Ok(Some((mark.flatten(), revision)))
             });
             let (mark_text, claim_revision) = match claimed {
-                Ok(Some(claimed)) => claimed,
+                Ok(Some(claimed)) => {
+                    self.connection.saw(claimed.1);
+                    claimed
+                }
                 Ok(None) => {
                     self.revoke(lease);
                     held += 1;

@@ -366,12 +366,14 @@ impl Claim for EtcdClaim {
         })?;
         match written {
             MarkWrite::Written(revision) => {
+                self.connection.saw(revision);
                 self.mark_revision = revision;
                 self.confirmed_unix_ms = sent_unix_ms;
                 self.lease = Some(self.number_lease);
                 Ok(())
             }
             MarkWrite::TakenBack(revision) => {
+                self.connection.saw(revision);
                 self.mark_revision = revision;
                 self.claim_revision = revision;
                 self.confirmed_unix_ms = sent_unix_ms;

@@ -5,6 +5,7 @@
 use crate::sync::{AtomicUsize, Ordering};
 use std::fmt;
 use std::future::Future;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
@@ -33,6 +34,15 @@ pub(super) struct Connection {
     pub(super) endpoints: Vec<String>,
     /// The namespace's key prefix.
     pub(super) prefix: String,
+    /// The newest revision an answer on this connection carried, and when.
+    pub(super) newest: Mutex<Newest>,
+}
+
+/// A revision of the store, and the wall time (Unix ms) it was first seen.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Newest {
+    revision: i64,
+    seen_unix_ms: u64,
 }
 
 impl Drop for Connection {
@@ -110,6 +120,48 @@ impl Connection {
             self.restored_error()
         );
         Ok(true)
+    }
+
+    /// Notes the revision an answer carried. etcd's revision only grows, and a
+    /// linearizable answer, from whichever member, is never older than one seen before
+    /// it: a lower one later means the store went back in time.
+    pub(super) fn saw(&self, revision: i64) {
+        let mut newest = self.newest.lock().unwrap_or_else(PoisonError::into_inner);
+        if revision > newest.revision {
+            *newest = Newest {
+                revision,
+                seen_unix_ms: wall_unix_ms(),
+            };
+        }
+    }
+
+    /// Before a number is taken, with the `store` key's value and the revision of the
+    /// answer that carried it: refuses a store whose revision went back since this
+    /// connection last looked (restored from a snapshot, or another cluster behind the
+    /// endpoints), unless the restore step ran since, and marks the namespace as
+    /// [`restore_found`](Self::restore_found). Without it, a process already waiting for a
+    /// number would take one the restored store shows free while its holder from before
+    /// the restore still issues as it, until that holder's next renewal finds the restore.
+    pub(super) fn check_not_gone_back(
+        &self,
+        revision: i64,
+        store_value: &str,
+    ) -> Result<(), Error> {
+        let newest = *self.newest.lock().unwrap_or_else(PoisonError::into_inner);
+        if revision >= newest.revision {
+            self.saw(revision);
+            return Ok(());
+        }
+        if self.restore_found(store_value, newest.seen_unix_ms)? {
+            return Err(self.restored_error());
+        }
+        // The restore step ran after that look: the restored store's revisions are the
+        // ones to go by from now on.
+        *self.newest.lock().unwrap_or_else(PoisonError::into_inner) = Newest {
+            revision,
+            seen_unix_ms: wall_unix_ms(),
+        };
+        Ok(())
     }
 
     pub(super) fn run<T>(

@@ -5,7 +5,7 @@ use crate::sync::AtomicUsize;
 use std::fmt;
 use std::future::Future;
 use std::ops::RangeInclusive;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, TxnOp};
@@ -100,6 +100,7 @@ impl EtcdStore {
                 preferred: AtomicUsize::new(preferred),
                 endpoints,
                 prefix: prefix.clone(),
+                newest: Mutex::default(),
             }),
             prefix,
             ttl: ETCD_DEFAULT_TTL,
