@@ -122,6 +122,49 @@ fn threads_acquiring_from_one_range_get_distinct_numbers_then_the_range_is_full(
     );
 }
 
+/// Threads sharing one store take numbers at once: an answer to a request sent earlier can
+/// arrive after an answer at a newer revision, which is no sign of a restore (the check
+/// that a store did not go back compares with what was seen before a request was sent).
+/// The fleet bench, 8 threads a store, was refused as "restored" before that was so.
+#[test]
+fn threads_sharing_one_store_take_every_number_at_once_and_none_is_refused_as_restored() {
+    let (endpoints, namespace) = (endpoints(), namespace("shared"));
+    let store = store(&endpoints, &namespace);
+    let (threads, each) = (8, 4);
+    let barrier = Barrier::new(threads);
+    let claims: Vec<_> = thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    (0..each)
+                        .map(|_| store.acquire(&range("0-31")))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let mut workers = BTreeSet::new();
+    let mut held = Vec::new();
+    for claim in claims {
+        let claim = claim.unwrap_or_else(|error| panic!("an acquire failed: {error}"));
+        assert!(
+            workers.insert(claim.worker()),
+            "worker {} twice",
+            claim.worker()
+        );
+        held.push(claim);
+    }
+    assert_eq!(workers, (0..=31).collect());
+    for mut claim in held {
+        claim.release(0).unwrap();
+    }
+}
+
 #[test]
 fn a_killed_holder_keeps_its_number_until_the_ttl_ends_then_the_next_issues_above_its_mark() {
     let (endpoints, namespace) = (endpoints(), namespace("killed"));

@@ -188,6 +188,7 @@ impl LeaseStore for EtcdStore {
     fn acquire_as(&self, range: &WorkerRange, holder_name: &str) -> Result<Box<dyn Claim>, Error> {
         let mut client = self.connection.client();
         let store_key = self.store_key();
+        let before = self.connection.newest();
         let (store_value, revision) = self.run(async {
             let got = timed(client.get(store_key.as_str(), None)).await?;
             let value = got
@@ -203,7 +204,7 @@ impl LeaseStore for EtcdStore {
             return Err(self.connection.restored_error());
         }
         self.connection
-            .check_not_gone_back(revision, &store_value)?;
+            .check_not_gone_back(before, revision, &store_value)?;
         let datacenter = range.datacenter();
         let held_prefix = format!("{}dc/{datacenter}/holder/", self.prefix);
         // Each holder key and its lease (0: none).

@@ -122,9 +122,13 @@ impl Connection {
         Ok(true)
     }
 
-    /// Notes the revision an answer carried. etcd's revision only grows, and a
-    /// linearizable answer, from whichever member, is never older than one seen before
-    /// it: a lower one later means the store went back in time.
+    /// The newest revision an answer on this connection carried so far, to compare the
+    /// answer of a request sent now with (see [`check_not_gone_back`](Self::check_not_gone_back)).
+    pub(super) fn newest(&self) -> Newest {
+        *self.newest.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes the revision an answer carried.
     pub(super) fn saw(&self, revision: i64) {
         let mut newest = self.newest.lock().unwrap_or_else(PoisonError::into_inner);
         if revision > newest.revision {
@@ -135,24 +139,27 @@ impl Connection {
         }
     }
 
-    /// Before a number is taken, with the `store` key's value and the revision of the
-    /// answer that carried it: refuses a store whose revision went back since this
-    /// connection last looked (restored from a snapshot, or another cluster behind the
-    /// endpoints), unless the restore step ran since, and marks the namespace as
-    /// [`restore_found`](Self::restore_found). Without it, a process already waiting for a
-    /// number would take one the restored store shows free while its holder from before
-    /// the restore still issues as it, until that holder's next renewal finds the restore.
+    /// Before a number is taken, with the `store` key's value, the revision of the answer
+    /// that carried it, and what was [`newest`](Self::newest) before that request was sent:
+    /// refuses a store whose revision went back (restored from a snapshot, or another
+    /// cluster behind the endpoints), unless the restore step ran since that look, and
+    /// marks the namespace as [`restore_found`](Self::restore_found). etcd's revision only
+    /// grows, and a linearizable answer, from whichever member, is never older than one
+    /// received before its request was sent (an answer to a request sent earlier, on
+    /// another thread, may be). Without this, a process already waiting for a number would
+    /// take one the restored store shows free while its holder from before the restore
+    /// still issues as it, until that holder's next renewal finds the restore.
     pub(super) fn check_not_gone_back(
         &self,
+        before: Newest,
         revision: i64,
         store_value: &str,
     ) -> Result<(), Error> {
-        let newest = *self.newest.lock().unwrap_or_else(PoisonError::into_inner);
-        if revision >= newest.revision {
+        if revision >= before.revision {
             self.saw(revision);
             return Ok(());
         }
-        if self.restore_found(store_value, newest.seen_unix_ms)? {
+        if self.restore_found(store_value, before.seen_unix_ms)? {
             return Err(self.restored_error());
         }
         // The restore step ran after that look: the restored store's revisions are the
