@@ -195,7 +195,7 @@ impl LeaseStore for EtcdStore {
                 .kvs()
                 .first()
                 .map(|kv| String::from_utf8_lossy(kv.value()).into_owned());
-            Ok((value, got.header().map_or(0, |header| header.revision())))
+            Ok((value, got.header().map(|header| header.revision())))
         })?;
         let Some(store_value) = store_value else {
             return Err(self.uninitialised());
@@ -203,8 +203,11 @@ impl LeaseStore for EtcdStore {
         if restore_found_ms(&store_value).is_some() {
             return Err(self.connection.restored_error());
         }
-        self.connection
-            .check_not_gone_back(before, revision, &store_value)?;
+        // An answer without a header says nothing of the revision: not a sign of a restore.
+        if let Some(revision) = revision {
+            self.connection
+                .check_not_gone_back(before, revision, &store_value)?;
+        }
         let datacenter = range.datacenter();
         let held_prefix = format!("{}dc/{datacenter}/holder/", self.prefix);
         // Each holder key and its lease (0: none).
@@ -297,11 +300,17 @@ impl LeaseStore for EtcdStore {
                 });
                 Ok(Some((mark.flatten(), revision)))
             });
-            let (mark_text, claim_revision) = match claimed {
-                Ok(Some(claimed)) => {
-                    self.connection.saw(claimed.1);
-                    claimed
+            // The claim itself, too, must not land on a store older than the first look
+            // (endpoints that now lead to a restored copy between two requests).
+            let claimed = claimed.and_then(|claimed| {
+                if let Some((_, claim_revision)) = claimed.as_ref().filter(|c| c.1 != 0) {
+                    self.connection
+                        .check_not_gone_back(before, *claim_revision, &store_value)?;
                 }
+                Ok(claimed)
+            });
+            let (mark_text, claim_revision) = match claimed {
+                Ok(Some(claimed)) => claimed,
                 Ok(None) => {
                     self.revoke(lease);
                     held += 1;
