@@ -96,6 +96,13 @@ impl Served {
     }
 }
 
+/// A batch as the logs keep it: the IDs as numbers, or the refusal's reason.
+fn numbers(batch: Result<Vec<idgen::Id>, idgen::Error>) -> Result<Vec<u64>, String> {
+    batch
+        .map(|ids| ids.into_iter().map(u64::from).collect())
+        .map_err(|error| error.to_string())
+}
+
 /// An embedded `LeasedGenerator` and the loop calling `next_ids`.
 pub struct Embedded {
     pub generator: Arc<LeasedGenerator>,
@@ -108,12 +115,7 @@ impl Embedded {
         let issuing = Arc::clone(&generator);
         let issuer = Issuer::spawn(
             name.to_string(),
-            move || {
-                issuing
-                    .next_ids(BATCH)
-                    .map(|ids| ids.into_iter().map(u64::from).collect())
-                    .map_err(|error| error.to_string())
-            },
+            move || numbers(issuing.next_ids(BATCH)),
             Arc::clone(stop),
         );
         Embedded { generator, issuer }
@@ -134,12 +136,7 @@ impl Sharded {
                 let issuing = Arc::clone(&generator);
                 Issuer::spawn(
                     format!("{name}/thread{thread}"),
-                    move || {
-                        issuing
-                            .next_ids(BATCH)
-                            .map(|ids| ids.into_iter().map(u64::from).collect())
-                            .map_err(|error| error.to_string())
-                    },
+                    move || numbers(issuing.next_ids(BATCH)),
                     Arc::clone(stop),
                 )
             })
