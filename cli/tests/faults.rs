@@ -306,7 +306,10 @@ impl Fleet {
     /// losing one, per holder.
     fn reacquisitions(&self) -> (u64, u64, u64) {
         (
-            self.api_client.leases_taken.load(Ordering::Relaxed) - 1,
+            self.api_client
+                .leases_taken
+                .load(Ordering::Relaxed)
+                .saturating_sub(1),
             self.embedded.generator.lease_stats().reacquisitions,
             self.sharded
                 .generator
