@@ -3,14 +3,15 @@
 //! after the previous holder's mark and before its own.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::snowflake::Layout;
 
-use super::acquire::{Marked, retrying_store, take_and_mark};
-use super::timing::{Timing, millis};
+use super::driver::{Driving, Lease};
+use super::protocol::{Machine, next_mark};
+use super::timing::{TAKE_ATTEMPTS, Timing, millis};
 use super::{Claim, LeaseStore, WorkerRange};
 
 /// A worker number held for a generator outside this process: the same claim, marks and
@@ -63,18 +64,25 @@ impl ExternalLease {
     ) -> Result<ExternalLease, Error> {
         let timing = Timing::for_store(store, None, horizon, None)?;
         range.check(layout)?;
-        retrying_store("recording the layout", || store.bind_layout(layout))?;
-        let Marked {
-            claim,
-            previous,
-            mark,
-            ..
-        } = take_and_mark(store, range, clock, &timing, holder)?;
+        let driving = Driving {
+            store,
+            range,
+            layout,
+            holder,
+            origin: Instant::now(),
+        };
+        // The holder waits for the previous mark on its own clock: the machine hands the
+        // number out as soon as its first mark is written.
+        let mut lease = Lease::new(Machine::take(timing.settings(false, TAKE_ATTEMPTS), *range));
+        let tenure = lease.take_blocking(&driving, clock, &|_| {}, &|| false)?;
+        let claim = lease.take_claim().ok_or_else(|| Error::LeaseStore {
+            reason: "the number taken has no claim".to_string(),
+        })?;
         Ok(ExternalLease {
             claim,
             timing,
-            previous_unix_ms: previous.unwrap_or(0),
-            mark_unix_ms: mark,
+            previous_unix_ms: tenure.after_unix_ms.unwrap_or(0),
+            mark_unix_ms: tenure.ceiling.saturating_sub(1),
         })
     }
 
@@ -95,10 +103,11 @@ impl ExternalLease {
     /// good (stop issuing at once); any
     /// other error is transient, and the terms stay as they were.
     pub fn renew<C: Clock>(&mut self, clock: &C) -> Result<ExternalTerms, Error> {
-        let mark = clock
-            .now_unix_ms()
-            .saturating_add(millis(self.timing.horizon))
-            .max(self.mark_unix_ms);
+        let mark = next_mark(
+            clock.now_unix_ms(),
+            millis(self.timing.horizon),
+            self.mark_unix_ms,
+        );
         self.claim.renew(mark)?;
         self.mark_unix_ms = mark;
         Ok(self.terms())

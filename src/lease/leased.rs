@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -11,13 +10,14 @@ use crate::clock::Clock;
 use crate::engine::Stats;
 use crate::error::Error;
 use crate::snowflake::{Builder, Generator, Id, IdParts, Layout, Pins};
-use crate::sync::{Arc, AtomicU64};
+use crate::sync::Arc;
 
-use super::acquire::{Marked, default_holder, retrying_store, take_and_mark};
-use super::keeper::{Control, Counters, Keeper, Marks, keep};
+use super::driver::{Driving, Lease, default_holder};
+use super::keeper::{Control, Keeper, keep};
+use super::protocol::Machine;
 use super::stats::LeaseStats;
-use super::timing::Timing;
-use super::watch::AcquireWatch;
+use super::timing::{TAKE_ATTEMPTS, Timing};
+use super::watch::{AcquireWatch, MarkWait};
 use super::{LeaseStore, WorkerRange};
 
 /// Configures a [`LeasedGenerator`]; start from [`LeasedGenerator::builder`].
@@ -160,7 +160,6 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         let timing = self.timing()?;
         let (generator_builder, clock, layout) = self.generator.resolved_parts();
         self.range.check(&layout)?;
-        retrying_store("recording the layout", || self.store.bind_layout(&layout))?;
         let holder = self.holder.clone().unwrap_or_else(default_holder);
         let control = Arc::new(Control::watched(self.watch.clone().unwrap_or_default()));
         let mut keepers: Vec<Keeper<C>> = Vec::with_capacity(count);
@@ -174,26 +173,17 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
                 }
                 return Err(cancelled());
             }
-            // While a number waits for its mark, the ones already taken are renewed.
-            let next_renewal = std::cell::Cell::new(std::time::Instant::now());
-            let renew_taken = || {
-                if std::time::Instant::now() >= next_renewal.get() {
-                    for keeper in &keepers {
-                        keeper.renew();
-                    }
-                    next_renewal.set(std::time::Instant::now() + timing.renew_every);
-                }
-            };
             let taken = Taking {
                 store: &self.store,
                 range: &self.range,
                 generator_builder: &generator_builder,
                 clock: &clock,
+                layout: &layout,
                 timing,
                 holder: &holder,
                 control: &control,
             }
-            .take_one(&renew_taken);
+            .take_one(&keepers);
             match taken {
                 Ok(keeper) => keepers.push(keeper),
                 Err(error) => {
@@ -216,89 +206,80 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
     }
 }
 
-/// Takes one number: the lowest free one whose mark has passed (see `take_number`), writes
-/// this holder's mark, builds a generator after the previous mark, waits for the clock to
-/// pass it, and renews.
+/// Takes one number through the lease machine (see `protocol/`): the free number whose
+/// mark passed longest ago, marked, waited for, renewed; then builds its generator after
+/// the previous mark.
 struct Taking<'a, C> {
     store: &'a Arc<dyn LeaseStore>,
     range: &'a WorkerRange,
     generator_builder: &'a Builder<C>,
     clock: &'a C,
+    layout: &'a Layout,
     timing: Timing,
     holder: &'a str,
     control: &'a Arc<Control>,
 }
 
 impl<C: Clock + Clone> Taking<'_, C> {
-    fn take_one(&self, meanwhile: &dyn Fn()) -> Result<Keeper<C>, Error> {
+    /// While this number is taken, the numbers in `held` are renewed as they fall due.
+    fn take_one(&self, held: &[Keeper<C>]) -> Result<Keeper<C>, Error> {
         let Taking {
             store,
             range,
             generator_builder,
             clock,
+            layout,
             timing,
             holder,
             control,
         } = *self;
-        let Marked {
-            mut claim,
-            previous,
-            sent_unix_ms,
-            mark,
-        } = take_and_mark(&**store, range, clock, &timing, holder)?;
+        let driving = Driving {
+            store: &**store,
+            range,
+            layout,
+            holder,
+            origin: control.origin,
+        };
+        let mut lease = Lease::new(Machine::take(timing.settings(true, TAKE_ATTEMPTS), *range));
+        let meanwhile = |waiting: Option<(u64, u64, u64)>| {
+            control
+                .watch
+                .set_waiting(waiting.map(|(datacenter, worker, until_unix_ms)| MarkWait {
+                    datacenter,
+                    worker,
+                    until_unix_ms,
+                }));
+            for keeper in held {
+                keeper.step();
+            }
+        };
+        let tenure =
+            lease.take_blocking(&driving, clock, &meanwhile, &|| control.watch.gives_up())?;
         let mut generator_builder = generator_builder
             .clone()
-            .datacenter(claim.datacenter())
-            .worker(claim.worker());
-        if let Some(previous) = previous {
+            .datacenter(tenure.datacenter)
+            .worker(tenure.worker);
+        if let Some(previous) = tenure.after_unix_ms {
             generator_builder = generator_builder.resume_after_unix_ms(previous);
         }
         let generator = match generator_builder.build() {
             Ok(generator) => generator,
             Err(error) => {
-                let _ = claim.release(mark);
+                // Nothing was issued: the number goes back with the previous mark.
+                lease.machine.release(0);
+                lease.step(&driving, clock, &mut |_| {});
                 return Err(error);
             }
         };
-        let keeper = Keeper {
+        generator.set_tenure(tenure.datacenter, tenure.worker, tenure.ceiling);
+        Ok(Keeper::new(
             generator,
-            store: Arc::clone(store),
-            range: *range,
-            timing,
-            holder: holder.to_string(),
-            claim: Mutex::new(None),
-            marks: Marks {
-                written_unix_ms: AtomicU64::new(mark),
-                previous_unix_ms: AtomicU64::new(previous.unwrap_or(0)),
-                lease_end_unix_ms: AtomicU64::new(0),
-                outage_since_unix_ms: AtomicU64::new(0),
-            },
-            counters: Counters::default(),
-            control: Arc::clone(control),
-        };
-        keeper.grant(claim.datacenter(), claim.worker(), sent_unix_ms, mark);
-        let waited = previous.is_some();
-        let wait = keeper.wait_past(previous, timing.startup_wait, &mut *claim, mark, meanwhile);
-        *keeper.lock_claim() = Some(claim);
-        if let Err(error) = wait {
-            let _ = keeper.release();
-            return Err(error);
-        }
-        // The wait used up validity counted from before it: renew at once, so the number is
-        // valid for a whole horizon from now.
-        if waited && !keeper.renew() {
-            let error = Error::LeaseStore {
-                reason: format!(
-                    "renewing worker {} of datacenter {} right after the wait for the previous \
-                 holder's mark failed",
-                    keeper.generator.worker(),
-                    keeper.generator.datacenter()
-                ),
-            };
-            let _ = keeper.release();
-            return Err(error);
-        }
-        Ok(keeper)
+            Arc::clone(store),
+            *range,
+            holder.to_string(),
+            lease,
+            Arc::clone(control),
+        ))
     }
 }
 

@@ -25,8 +25,10 @@
 //! - `store.rs`, `range.rs`: the store trait every backend implements, and the range of
 //!   numbers a process may take.
 //! - `file/`: the embedded store, a directory on one host; `etcd/`: the fleet store.
-//! - `acquire.rs`: taking a number (which one, how long to wait for its previous mark);
-//!   `keeper.rs`: keeping it (renewals, outages, reacquiring, releasing) on one thread.
+//! - `protocol/`: the protocol itself as a pure state machine (which number to take, how
+//!   long to wait for its previous mark, which marks to write, what an outage, a loss and a
+//!   release do); `driver.rs` runs it on a real store, `keeper.rs` on one thread for every
+//!   number of a process.
 //! - `leased.rs`: the generators a user holds; `stats.rs`, `timing.rs`, `watch.rs`: what
 //!   they report, how they are tuned, and how a caller watches an acquire that waits.
 //! - `external.rs`: a lease held for a process in another language.
@@ -34,7 +36,7 @@
 //! It may use the Snowflake generator (whose node and ceiling the keeper drives), the
 //! clocks, `crate::sync` and `crate::error`; the ID paths never call into it.
 
-mod acquire;
+mod driver;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod external;
@@ -43,7 +45,10 @@ mod file;
 pub(crate) use file::fuzz_read as fuzz_read_files;
 mod keeper;
 mod leased;
+mod protocol;
 mod range;
+#[cfg(test)]
+mod simulation;
 mod stats;
 mod store;
 mod timing;

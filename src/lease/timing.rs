@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::error::Error;
 
 use super::LeaseStore;
+use super::protocol::Settings;
 
 /// The longest outage horizon a leased generator takes, and the longest recorded one a
 /// successor infers a lost mark with: a day. A longer one (`30d` for `30s`) would make
@@ -75,6 +76,30 @@ impl Timing {
         Ok(self)
     }
 }
+
+impl Timing {
+    /// The lease machine's settings for this timing: `wait_for_previous` for a leased
+    /// generator (the lease API's holder waits on its own), and how many times the first
+    /// taking is tried when the store fails.
+    pub(super) fn settings(self, wait_for_previous: bool, take_attempts: u32) -> Settings {
+        Settings {
+            ttl_ms: millis(self.ttl),
+            horizon_ms: millis(self.horizon),
+            max_horizon_ms: millis(MAX_OUTAGE_HORIZON),
+            renew_every_ms: millis(self.renew_every),
+            startup_wait_ms: millis(self.startup_wait),
+            wait_for_previous,
+            take_attempts,
+            #[cfg(test)]
+            mutation: None,
+        }
+    }
+}
+
+/// How many times a first taking that failed in the store is tried in all: a store of
+/// several members answers the next request from another one, so a member lost, paused or
+/// in an election does not fail a taking the rest of the cluster could serve.
+pub(super) const TAKE_ATTEMPTS: u32 = 5;
 
 /// A duration in whole milliseconds, saturating.
 pub(super) fn millis(duration: Duration) -> u64 {

@@ -1,0 +1,350 @@
+//! A model of the etcd store with the semantics the protocol's proof relies on: leases with
+//! a TTL counted on the store's clock, a revision that grows with every write, the holder
+//! key and the mark key of each number, writes that check the claim's token and the mark
+//! key's revision, take-back of a lapsed lease, and what faults do to it (a leader change
+//! resets every TTL; a snapshot restore rolls revisions back; keys deleted; a namespace
+//! wiped and initialised again).
+
+use crate::error::Error;
+
+use super::super::protocol::{Acquired, Answer, Surveyed};
+
+/// A request as it travels to the store: the machine's, with the claim the holder keeps.
+#[derive(Debug, Clone)]
+pub(super) enum StoreRequest {
+    BindLayout {
+        layout: u32,
+    },
+    RaiseHorizon {
+        horizon_ms: u64,
+    },
+    Survey,
+    Acquire {
+        worker: u64,
+    },
+    Renew {
+        worker: u64,
+        mark: u64,
+        claim: Token,
+    },
+    Release {
+        worker: u64,
+        mark: u64,
+        claim: Token,
+    },
+}
+
+/// What a holder's claim carries into each write: its token, and the mark key's revision
+/// of its own last write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Token {
+    pub(super) id: u64,
+    pub(super) last_write_revision: u64,
+}
+
+/// An answer, with the store's revision when it was made.
+#[derive(Debug, Clone)]
+pub(super) struct StoreAnswer {
+    pub(super) revision: u64,
+    /// How many times the operator's procedure ran (`<ns>/store` rewritten): a revision
+    /// gone back is accepted once the procedure ran after the holder last looked.
+    pub(super) procedures: u64,
+    pub(super) result: Result<Answer, Error>,
+    /// The claim a successful acquire, renew or release leaves the holder with.
+    pub(super) token: Option<Token>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Number {
+    /// The holder key: its claim's token and when its lease ends (store clock).
+    holder: Option<(u64, u64)>,
+    mark: Option<u64>,
+    mark_revision: u64,
+    /// The mark key was deleted (or the namespace wiped): the next holder infers one.
+    history_lost: bool,
+    /// True time of the last mark write, for the fault schedule's preconditions.
+    last_write_ms: u64,
+}
+
+/// The store's whole state: what a snapshot saves and a restore brings back.
+#[derive(Debug, Clone)]
+pub(super) struct Store {
+    revision: u64,
+    layout: Option<u32>,
+    horizon_ms: u64,
+    numbers: Vec<Number>,
+    next_token: u64,
+    ttl_ms: u64,
+    /// Lapsed leases taken back by their holder's renewal.
+    pub(super) take_backs: u64,
+    pub(super) procedures: u64,
+}
+
+impl Store {
+    /// A store initialised with `--new`: every number's mark at `now_ms`.
+    pub(super) fn new(numbers: u64, ttl_ms: u64, now_ms: u64) -> Store {
+        let number = Number {
+            mark: Some(now_ms),
+            ..Number::default()
+        };
+        Store {
+            revision: 1,
+            layout: None,
+            horizon_ms: 0,
+            numbers: vec![number; numbers as usize],
+            next_token: 1,
+            ttl_ms,
+            take_backs: 0,
+            procedures: 0,
+        }
+    }
+
+    fn live_holder(&self, worker: u64, now_ms: u64) -> Option<u64> {
+        let (token, ends) = self.numbers[worker as usize].holder?;
+        (ends > now_ms).then_some(token)
+    }
+
+    /// Applies one request at `now_ms` (the store's clock, the true time).
+    pub(super) fn apply(&mut self, request: &StoreRequest, now_ms: u64) -> StoreAnswer {
+        let (result, token) = match *request {
+            StoreRequest::BindLayout { layout } => match self.layout {
+                None => {
+                    self.layout = Some(layout);
+                    self.revision += 1;
+                    (Ok(Answer::Done), None)
+                }
+                Some(recorded) if recorded == layout => (Ok(Answer::Done), None),
+                Some(recorded) => (
+                    Err(Error::LayoutMismatch {
+                        store: "simulated".to_string(),
+                        recorded: format!("layout {recorded}"),
+                        ours: format!("layout {layout}"),
+                    }),
+                    None,
+                ),
+            },
+            StoreRequest::RaiseHorizon { horizon_ms } => {
+                if horizon_ms > self.horizon_ms {
+                    self.horizon_ms = horizon_ms;
+                    self.revision += 1;
+                }
+                (
+                    Ok(Answer::Horizon {
+                        recorded_ms: self.horizon_ms,
+                    }),
+                    None,
+                )
+            }
+            StoreRequest::Survey => {
+                let numbers = (0..self.numbers.len() as u64)
+                    .map(|worker| {
+                        let number = &self.numbers[worker as usize];
+                        Surveyed {
+                            worker,
+                            free: self.live_holder(worker, now_ms).is_none()
+                                && !number.history_lost,
+                            mark_unix_ms: number.mark,
+                        }
+                    })
+                    .collect();
+                (Ok(Answer::Numbers(numbers)), None)
+            }
+            StoreRequest::Acquire { worker } => {
+                if self.live_holder(worker, now_ms).is_some() {
+                    (Err(full(worker)), None)
+                } else {
+                    let token = self.next_token;
+                    self.next_token += 1;
+                    self.revision += 1;
+                    let number = &mut self.numbers[worker as usize];
+                    number.holder = Some((token, now_ms + self.ttl_ms));
+                    let acquired = Acquired {
+                        datacenter: 0,
+                        worker,
+                        previous_mark_unix_ms: number.mark,
+                        previous_unknown: number.history_lost,
+                    };
+                    let token = Token {
+                        id: token,
+                        last_write_revision: number.mark_revision,
+                    };
+                    (Ok(Answer::Acquired(acquired)), Some(token))
+                }
+            }
+            StoreRequest::Renew {
+                worker,
+                mark,
+                claim,
+            } => self.write(worker, mark, claim, now_ms, false),
+            StoreRequest::Release {
+                worker,
+                mark,
+                claim,
+            } => self.write(worker, mark, claim, now_ms, true),
+        };
+        StoreAnswer {
+            revision: self.revision,
+            procedures: self.procedures,
+            result,
+            token,
+        }
+    }
+
+    /// A mark write by the claim `claim`: a renewal (which extends the lease, or takes a
+    /// lapsed one back if nobody wrote the mark key since) or a release (which frees it).
+    fn write(
+        &mut self,
+        worker: u64,
+        mark: u64,
+        claim: Token,
+        now_ms: u64,
+        release: bool,
+    ) -> (Result<Answer, Error>, Option<Token>) {
+        // The store is older than the claim's own last write: it was restored from a
+        // snapshot (the etcd claim finds this when its write's revision check fails).
+        if claim.last_write_revision > self.revision {
+            return (
+                Err(Error::LeaseStoreRestored {
+                    store: "simulated".to_string(),
+                    fix: "the procedure".to_string(),
+                }),
+                None,
+            );
+        }
+        let live = self.live_holder(worker, now_ms);
+        let number = &self.numbers[worker as usize];
+        let ours = match live {
+            Some(token) => token == claim.id && number.mark_revision == claim.last_write_revision,
+            // The lease lapsed: taken back only if the mark key is still at our last write
+            // (nobody took the number since) and was not deleted.
+            None => {
+                !release
+                    && !number.history_lost
+                    && number.mark_revision == claim.last_write_revision
+                    && number.holder.is_some_and(|(token, _)| token == claim.id)
+            }
+        };
+        if !ours {
+            return (Err(lost(worker)), None);
+        }
+        if live.is_none() {
+            self.take_backs += 1;
+        }
+        self.revision += 1;
+        let revision = self.revision;
+        let ttl = self.ttl_ms;
+        let number = &mut self.numbers[worker as usize];
+        number.mark = Some(mark);
+        number.mark_revision = revision;
+        number.history_lost = false;
+        number.last_write_ms = now_ms;
+        number.holder = if release {
+            None
+        } else {
+            Some((claim.id, now_ms + ttl))
+        };
+        let token = Token {
+            id: claim.id,
+            last_write_revision: revision,
+        };
+        (Ok(Answer::Done), Some(token))
+    }
+
+    /// A leader change: every live lease gets its whole TTL again (etcd's rule).
+    pub(super) fn leader_change(&mut self, now_ms: u64) {
+        let ttl = self.ttl_ms;
+        for number in &mut self.numbers {
+            if let Some((_, ends)) = &mut number.holder
+                && *ends > now_ms
+            {
+                *ends = now_ms + ttl;
+            }
+        }
+    }
+
+    /// The operator's procedure after a restore or a wipe (`init --after-restore`, or
+    /// `init` with the fleet's largest horizon): every mark raised to a horizon from now.
+    pub(super) fn raise_every_mark(&mut self, now_ms: u64, horizon_ms: u64, layout: u32) {
+        self.revision += 1;
+        self.procedures += 1;
+        self.layout.get_or_insert(layout);
+        let revision = self.revision;
+        self.horizon_ms = self.horizon_ms.max(horizon_ms);
+        for number in &mut self.numbers {
+            number.mark = Some(number.mark.unwrap_or(0).max(now_ms + horizon_ms));
+            number.history_lost = false;
+            number.mark_revision = revision;
+        }
+    }
+
+    /// A restore from `snapshot`: holder keys, leases and marks written since are gone,
+    /// and the revision goes back; the leases restored get a whole TTL.
+    pub(super) fn restore(&mut self, snapshot: &Store, now_ms: u64) {
+        *self = snapshot.clone();
+        for number in &mut self.numbers {
+            if let Some((_, ends)) = &mut number.holder {
+                *ends = now_ms + self.ttl_ms;
+            }
+        }
+    }
+
+    /// `etcdctl del` of a number's mark key.
+    pub(super) fn delete_mark(&mut self, worker: u64) {
+        self.revision += 1;
+        let number = &mut self.numbers[worker as usize];
+        number.mark = None;
+        number.history_lost = true;
+        number.mark_revision = self.revision;
+    }
+
+    /// `etcdctl del` of a number's holder key (its lease lives on, unused).
+    pub(super) fn delete_holder(&mut self, worker: u64) {
+        self.revision += 1;
+        self.numbers[worker as usize].holder = None;
+    }
+
+    /// `etcdctl del --prefix` of the namespace: every key, the layout and the horizon.
+    pub(super) fn wipe(&mut self) {
+        self.revision += 1;
+        self.layout = None;
+        self.horizon_ms = 0;
+        for number in &mut self.numbers {
+            *number = Number {
+                history_lost: true,
+                ..Number::default()
+            };
+        }
+    }
+
+    /// Numbers whose mark was last written before `before_ms` (true time): the ones a
+    /// deletion may hit within the documented clock assumption.
+    pub(super) fn written_before(&self, before_ms: u64) -> Vec<u64> {
+        (0..self.numbers.len() as u64)
+            .filter(|&worker| self.numbers[worker as usize].last_write_ms < before_ms)
+            .collect()
+    }
+
+    /// Whether `layout` is the one recorded.
+    pub(super) fn serves(&self, layout: u32) -> bool {
+        self.layout == Some(layout)
+    }
+
+    pub(super) fn numbers(&self) -> u64 {
+        self.numbers.len() as u64
+    }
+}
+
+fn full(worker: u64) -> Error {
+    Error::LeaseRangeFull {
+        range: format!("datacenter 0, worker {worker}"),
+        held: 1,
+        unusable: Vec::new(),
+    }
+}
+
+fn lost(worker: u64) -> Error {
+    Error::LeaseLost {
+        datacenter: 0,
+        worker,
+    }
+}
