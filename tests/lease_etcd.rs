@@ -808,6 +808,111 @@ fn a_holder_whose_last_mark_a_restore_took_away_stops_even_with_its_key_restored
     );
 }
 
+/// A holder whose claim came through a restore whole (its holder key and its last mark
+/// were both in the snapshot) finds its mark raised by `init --after-restore`. A later
+/// holder of the number, which the restore forgot, may be issuing up to the raised mark
+/// (its own, at most a horizon after its last renewal): going on below it could issue the
+/// same IDs, so the holder gives the number up instead of writing its own mark over the
+/// raised one. Found by the fleet simulator (`src/lease/simulation/`).
+#[test]
+fn a_holder_whose_mark_the_restore_step_raised_gives_its_number_up() {
+    let mut server = EtcdServer::start("restore-raised");
+    let endpoint = server.endpoint.clone();
+    let namespace = namespace("restore-raised");
+    let connect = || {
+        EtcdStore::connect(&[endpoint.as_str()], &namespace)
+            .unwrap()
+            .with_ttl(Duration::from_secs(2))
+            .unwrap()
+    };
+    let store = connect();
+    let an_hour_ago = idgen::SystemClock.now_unix_ms() - 3_600_000;
+    store.init(0..=0, 0..=0, an_hour_ago).unwrap();
+    let mut claim = store.acquire(&range("0-0")).unwrap();
+    let now = idgen::SystemClock.now_unix_ms();
+    claim.renew(now + 2_000).unwrap();
+    // The holder is cut off here; a later holder takes the number and issues, and etcd is
+    // restored from this snapshot, which knows only the first.
+    let snapshot = server.snapshot("held-then-raised.db");
+    server.restore(&snapshot);
+    let before = idgen::SystemClock.now_unix_ms();
+    let raised = connect().init_after_restore(0..=0, 0..=0, before).unwrap();
+    assert_eq!(raised, 1);
+    let renewed = claim.renew(now + 2_001);
+    assert!(
+        matches!(renewed, Err(Error::LeaseLost { .. })),
+        "a holder went on below the mark the restore step raised: {renewed:?}"
+    );
+}
+
+/// etcd 3.4's `snapshot restore` hands the same revision numbers out again: after a
+/// restore, a write can land on a holder's mark key at exactly the revision of the holder's
+/// own last write, which the restore forgot. The mark key's revision alone would then pass
+/// for the holder's own write, and the holder would write its mark over one raised by
+/// hand (or by `init --after-restore`) and go on below it; its writes also check the
+/// value, so it gives the number up. Found by the fleet simulator.
+#[test]
+fn a_mark_rewritten_at_the_revision_of_a_forgotten_write_is_not_taken_for_the_holders() {
+    let mut server = EtcdServer::start("restore-same-revision");
+    let endpoint = server.endpoint.clone();
+    let namespace = namespace("restore-same-revision");
+    let store = EtcdStore::connect(&[endpoint.as_str()], &namespace)
+        .unwrap()
+        .with_ttl(Duration::from_secs(2))
+        .unwrap();
+    let an_hour_ago = idgen::SystemClock.now_unix_ms() - 3_600_000;
+    store.init(0..=0, 0..=0, an_hour_ago).unwrap();
+    let mut claim = store.acquire(&range("0-0")).unwrap();
+    let now = idgen::SystemClock.now_unix_ms();
+    claim.renew(now + 2_000).unwrap();
+    let snapshot = server.snapshot("before-the-last-write.db");
+    claim.renew(now + 2_001).unwrap();
+    let mark_key = format!("{namespace}/dc/0/mark/0");
+    let (_, forgotten) = etcd_revisions(&endpoint, &mark_key);
+    server.restore(&snapshot);
+    // Other writes until the store is one revision short of the forgotten write, then the
+    // mark raised by hand, at exactly that revision.
+    let filler = format!("{namespace}/filler");
+    loop {
+        let (revision, _) = etcd_revisions(&endpoint, &filler);
+        assert!(revision < forgotten, "the restore kept revision {revision}");
+        if revision + 1 == forgotten {
+            break;
+        }
+        etcdctl(&endpoint, &["put", &filler, "x"]);
+    }
+    let raised = (now + 600_000).to_string();
+    etcdctl(&endpoint, &["put", &mark_key, &raised]);
+    assert_eq!(etcd_revisions(&endpoint, &mark_key).1, forgotten);
+    let renewed = claim.renew(now + 2_002);
+    assert!(
+        matches!(renewed, Err(Error::LeaseLost { .. })),
+        "a mark raised at the revision of the holder's forgotten write passed for its own: \
+         {renewed:?}"
+    );
+}
+
+/// `etcdctl` with `args` against `endpoint`; fails the test if it fails.
+fn etcdctl(endpoint: &str, args: &[&str]) -> String {
+    let output = std::process::Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoint}"))
+        .args(args)
+        .output()
+        .expect("etcdctl (Debian's etcd-client) is needed");
+    assert!(output.status.success(), "etcdctl {args:?}: {output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The store's revision now, and `key`'s last change (0 if it does not exist).
+fn etcd_revisions(endpoint: &str, key: &str) -> (i64, i64) {
+    let json: serde_json::Value =
+        serde_json::from_str(&etcdctl(endpoint, &["get", key, "-w", "json"])).unwrap();
+    let revision = json["header"]["revision"].as_i64().unwrap();
+    let changed = json["kvs"][0]["mod_revision"].as_i64().unwrap_or(0);
+    (revision, changed)
+}
+
 /// A fleet on a 10-minute horizon; a mark key deleted; `init` and a successor on shorter
 /// horizons of their own infer the lost mark with the fleet's, since a holder cut off
 /// from etcd may issue that long.

@@ -43,7 +43,8 @@ impl Driving<'_> {
 pub(super) struct Lease {
     pub(super) machine: Machine,
     claim: Option<Box<dyn Claim>>,
-    /// The answer to the last release sent (not a give-back's).
+    /// The answer to the last release sent (give-backs too: [`Lease::take_released`]
+    /// before a release of one's own clears it).
     released: Option<Result<(), Error>>,
     /// When a wait for a mark next says how long is left.
     next_report: Option<Instant>,
@@ -88,8 +89,9 @@ impl Lease {
         while let Some(output) = self.machine.take_output() {
             apply(output);
         }
+        let held = self.machine.usable_worker();
         while let Some(note) = self.machine.take_note() {
-            log_note(to.range, &note);
+            log_note(to.range, held, &note);
         }
     }
 
@@ -257,20 +259,20 @@ fn not_held(range: &WorkerRange, worker: u64) -> Error {
     }
 }
 
-/// A note of the machine as a log line (the targets and words of the keeper before the
-/// machine, so that `RUST_LOG` filters and the service's log readers keep working).
-fn log_note(range: &WorkerRange, note: &Note) {
-    let datacenter = range.datacenter();
+/// A note of the machine as a log line (the words of the keeper before the machine, so
+/// that the service's log readers keep working); `held` is the number usable now.
+fn log_note(range: &WorkerRange, held: Option<(u64, u64)>, note: &Note) {
+    let (datacenter, worker) = held.unwrap_or((range.datacenter(), 0));
     match note {
         Note::OutageBegan { error, left_ms } => log::warn!(
             target: "idgen::lease::keeper",
-            "idgen: lease store outage ({error}); worker numbers of datacenter {datacenter} go \
-             on issuing up to their mark, {left_ms} ms from now"
+            "idgen: lease store outage ({error}); worker {worker} of datacenter {datacenter} goes \
+             on issuing up to its mark, {left_ms} ms from now"
         ),
         Note::OutageEnded { after_ms } => log::info!(
             target: "idgen::lease::keeper",
-            "idgen: lease store reachable again after {after_ms} ms; datacenter {datacenter} \
-             renewed"
+            "idgen: lease store reachable again after {after_ms} ms; worker {worker} of \
+             datacenter {datacenter} renewed"
         ),
         Note::RenewalFailed { error } => log::debug!(
             target: "idgen::lease::keeper",
@@ -280,8 +282,8 @@ fn log_note(range: &WorkerRange, note: &Note) {
             late_ms: Some(late_ms),
         } => log::warn!(
             target: "idgen::lease::keeper",
-            "idgen: a number of datacenter {datacenter} renewed {late_ms} ms late: the lease \
-             store or this process is slow"
+            "idgen: worker {worker} of datacenter {datacenter} renewed {late_ms} ms late: the \
+             lease store or this process is slow"
         ),
         Note::Lost { worker, error } => log::error!(
             target: "idgen::lease::keeper",
@@ -292,9 +294,17 @@ fn log_note(range: &WorkerRange, note: &Note) {
             target: "idgen::lease::keeper",
             "idgen: taking a worker number failed in the store, trying again: {error}"
         ),
-        Note::TakeFailed { error } => log::warn!(
+        Note::TakeFailed {
+            error,
+            after_loss: true,
+        } => log::warn!(
             target: "idgen::lease::keeper",
-            "idgen: taking a worker number failed: {error}"
+            "idgen: taking a new worker number failed: {error}"
+        ),
+        Note::Refused { worker } => log::error!(
+            target: "idgen::lease::keeper",
+            "idgen: worker {worker} of datacenter {datacenter} cannot be used (its previous \
+             mark lies past the layout's last millisecond); taking another number"
         ),
         Note::Usable {
             worker,

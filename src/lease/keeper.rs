@@ -142,9 +142,20 @@ impl<C: Clock> Keeper<C> {
         let mut lease = lock(&self.lease);
         lease.machine.set_own_unix_ms(self.used_unix_ms());
         let driving = self.driving();
+        let mut refused = false;
         lease.step(&driving, self.generator.clock(), &mut |output| {
-            self.apply(output);
+            refused |= !self.apply(output);
         });
+        if refused {
+            // The generator stayed on its old number (at ceiling 0): the new one goes
+            // back, and another is taken.
+            lease
+                .machine
+                .refuse_number(driving.now(self.generator.clock()));
+            lease.step(&driving, self.generator.clock(), &mut |output| {
+                self.apply(output);
+            });
+        }
         self.publish(&lease);
     }
 
@@ -158,7 +169,9 @@ impl<C: Clock> Keeper<C> {
         }
     }
 
-    fn apply(&self, output: Output) {
+    /// Applies one decision of the machine; `false` when the generator cannot move onto
+    /// the number made usable.
+    fn apply(&self, output: Output) -> bool {
         let (datacenter, worker) = (self.generator.datacenter(), self.generator.worker());
         match output {
             Output::Ceiling { ceiling } => self.generator.set_tenure(datacenter, worker, ceiling),
@@ -175,15 +188,18 @@ impl<C: Clock> Keeper<C> {
                     self.generator
                         .move_to(datacenter, worker, after_unix_ms.unwrap_or(0), ceiling);
                 if let Err(error) = moved {
-                    self.generator.set_tenure(datacenter, worker, 0);
+                    // `move_to` fails before it changes anything: the generator is still
+                    // on the number it lost, at ceiling 0.
                     log::error!(
                         target: "idgen::lease::keeper",
                         "idgen: cannot issue as worker {worker} of datacenter {datacenter}: \
                          {error}"
                     );
+                    return false;
                 }
             }
         }
+        true
     }
 
     /// When the machine must be stepped next.
@@ -258,7 +274,13 @@ impl<C: Clock> Keeper<C> {
     /// (never below the previous holder's), so a successor need not wait.
     pub(super) fn release(&self) -> Result<(), Error> {
         let mut lease = lock(&self.lease);
+        // Nothing is issued past this point, so the real high-water mark, read after the
+        // stop, is a safe promise.
+        let (datacenter, worker) = (self.generator.datacenter(), self.generator.worker());
+        self.generator.set_tenure(datacenter, worker, 0);
         let used = self.used_unix_ms();
+        // A give-back's answer from earlier is not this release's.
+        let _ = lease.take_released();
         lease.machine.release(used);
         let driving = self.driving();
         lease.step(&driving, self.generator.clock(), &mut |output| {

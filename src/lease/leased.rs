@@ -160,6 +160,13 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         let timing = self.timing()?;
         let (generator_builder, clock, layout) = self.generator.resolved_parts();
         self.range.check(&layout)?;
+        // A generator that cannot be built (a clock before the epoch, a layout it cannot
+        // serve) fails before a number is taken and waited for, not after.
+        generator_builder
+            .clone()
+            .datacenter(self.range.datacenter())
+            .worker(*self.range.workers().start())
+            .build()?;
         let holder = self.holder.clone().unwrap_or_else(default_holder);
         let control = Arc::new(Control::watched(self.watch.clone().unwrap_or_default()));
         let mut keepers: Vec<Keeper<C>> = Vec::with_capacity(count);

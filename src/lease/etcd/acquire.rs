@@ -354,6 +354,7 @@ impl LeaseStore for EtcdStore {
                 claim_revision,
                 confirmed_unix_ms: claimed_at,
                 mark_revision: 0,
+                written_unix_ms: 0,
                 previous,
                 unknown,
             }));

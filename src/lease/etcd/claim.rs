@@ -12,7 +12,7 @@ use etcd_client::{
 };
 
 use super::connection::{Connection, timed};
-use super::keys::{revision_of, wall_unix_ms};
+use super::keys::{parse_mark, revision_of, wall_unix_ms};
 use crate::Error;
 use crate::lease::Claim;
 
@@ -36,6 +36,8 @@ pub(super) struct EtcdClaim {
     pub(super) confirmed_unix_ms: u64,
     /// The revision at which this claim last wrote the mark; 0 before its first write.
     pub(super) mark_revision: i64,
+    /// The last mark the store confirmed for this claim; 0 before its first write.
+    pub(super) written_unix_ms: u64,
     pub(super) previous: Option<u64>,
     pub(super) unknown: bool,
 }
@@ -73,7 +75,7 @@ impl EtcdClaim {
         claim: &Ours,
         mark_unix_ms: u64,
         delete_holder: bool,
-        mark_revision: i64,
+        (mark_revision, written_unix_ms): (i64, u64),
     ) -> Result<MarkWrite, String> {
         let mut then = vec![TxnOp::put(
             claim.mark_key.as_str(),
@@ -93,11 +95,7 @@ impl EtcdClaim {
         ];
         let mut when = ours.clone();
         if mark_revision != 0 {
-            when.push(Compare::mod_revision(
-                claim.mark_key.as_str(),
-                CompareOp::Equal,
-                mark_revision,
-            ));
+            when.extend(still_our_mark(claim, mark_revision, written_unix_ms));
         }
         let txn = Txn::new()
             .when(when)
@@ -114,8 +112,18 @@ impl EtcdClaim {
         if !evidence.holder_is(claim) {
             return Ok(MarkWrite::Lost);
         }
-        // Still ours, but the mark key was deleted or rewritten since our last write (by
-        // hand, or by `init --after-restore`): ours to write again.
+        // Still ours, but the mark key was deleted or rewritten since our last write. Raised
+        // above our own last mark, it was raised by someone else: `init --after-restore`,
+        // after a restore that forgot a later holder of this number, which may go on
+        // issuing up to it. Going on would issue below it, so the number is given up (and
+        // another taken, after the wait). Found by the fleet simulator. Deleted, or
+        // rewritten lower (by hand): ours to write again.
+        if evidence
+            .mark_value
+            .is_some_and(|value| value > written_unix_ms)
+        {
+            return Ok(MarkWrite::Lost);
+        }
         let txn = Txn::new().when(ours).and_then(then);
         let response = timed(client.txn(txn)).await?;
         Ok(if response.succeeded() {
@@ -135,7 +143,7 @@ impl EtcdClaim {
         client: &mut Client,
         claim: &Ours,
         ttl_secs: i64,
-        mark_revision: i64,
+        (mark_revision, written_unix_ms): (i64, u64),
         mark_unix_ms: u64,
     ) -> Result<MarkWrite, String> {
         let options = LeaseGrantOptions::new().with_id(claim.lease);
@@ -150,7 +158,9 @@ impl EtcdClaim {
                 if evidence.went_back(mark_revision) || claim.forgotten(client).await? {
                     return Ok(MarkWrite::Restored(evidence.store_value));
                 }
-                if evidence.mark_revision == Some(mark_revision) {
+                if evidence.mark_revision == Some(mark_revision)
+                    && evidence.mark_value == Some(written_unix_ms)
+                {
                     return Err(format!(
                         "{}: another process holds the number's lease but has written no \
                          mark yet; retrying",
@@ -161,11 +171,10 @@ impl EtcdClaim {
             }
             Err(reason) => return Err(reason),
         }
+        let mut when = vec![Compare::version(claim.holder.as_str(), CompareOp::Equal, 0)];
+        when.extend(still_our_mark(claim, mark_revision, written_unix_ms));
         let txn = Txn::new()
-            .when(vec![
-                Compare::version(claim.holder.as_str(), CompareOp::Equal, 0),
-                Compare::mod_revision(claim.mark_key.as_str(), CompareOp::Equal, mark_revision),
-            ])
+            .when(when)
             .and_then(vec![
                 TxnOp::put(
                     claim.holder.as_str(),
@@ -242,6 +251,21 @@ impl Ours {
     }
 }
 
+/// The compares that prove the mark key still holds this claim's last write: its revision,
+/// and its value. The revision alone is not enough after a snapshot restore, which hands
+/// out the same revision numbers again: a write by `init --after-restore` can land at
+/// exactly the revision of a forgotten write of ours (found by the fleet simulator).
+fn still_our_mark(claim: &Ours, mark_revision: i64, written_unix_ms: u64) -> [Compare; 2] {
+    [
+        Compare::mod_revision(claim.mark_key.as_str(), CompareOp::Equal, mark_revision),
+        Compare::value(
+            claim.mark_key.as_str(),
+            CompareOp::Equal,
+            written_unix_ms.to_string(),
+        ),
+    ]
+}
+
 /// What a claim's write found, and so what became of the claim.
 enum MarkWrite {
     /// Written, at this revision.
@@ -262,6 +286,8 @@ struct Evidence {
     holder: Option<(String, i64)>,
     /// The mark key's last change, if it exists.
     mark_revision: Option<i64>,
+    /// The mark key's value, if it exists (one that does not parse: `u64::MAX`).
+    mark_value: Option<u64>,
     /// The `store` key's value ("" if missing).
     store_value: String,
 }
@@ -280,7 +306,9 @@ impl Evidence {
         Evidence {
             revision: revision_of(response),
             holder: holder.map(|kv| (String::from_utf8_lossy(kv.value()).into_owned(), kv.lease())),
-            mark_revision: mark.map(|kv| kv.mod_revision()),
+            mark_revision: mark.as_ref().map(|kv| kv.mod_revision()),
+            mark_value: mark
+                .map(|kv| parse_mark(&String::from_utf8_lossy(kv.value())).unwrap_or(u64::MAX)),
             store_value: store
                 .map(|kv| String::from_utf8_lossy(kv.value()).into_owned())
                 .unwrap_or_default(),
@@ -329,6 +357,7 @@ impl Claim for EtcdClaim {
         let mut client = self.connection.client();
         let ours = self.ours(lease);
         let (ttl_secs, mark_revision) = (self.ttl_secs, self.mark_revision);
+        let written = self.written_unix_ms;
         let sent_unix_ms = wall_unix_ms();
         let written = self.connection.run(async move {
             let kept = async {
@@ -350,9 +379,14 @@ impl Claim for EtcdClaim {
                 if mark_revision == 0 {
                     return Ok(MarkWrite::Lost);
                 }
-                let taken =
-                    EtcdClaim::take_back(&mut client, &ours, ttl_secs, mark_revision, mark_unix_ms)
-                        .await?;
+                let taken = EtcdClaim::take_back(
+                    &mut client,
+                    &ours,
+                    ttl_secs,
+                    (mark_revision, written),
+                    mark_unix_ms,
+                )
+                .await?;
                 if let MarkWrite::TakenBack(_) = taken {
                     log::info!(
                         "idgen: etcd key {}: the lease ran out while etcd was unreachable; \
@@ -362,12 +396,20 @@ impl Claim for EtcdClaim {
                 }
                 return Ok(taken);
             }
-            EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, false, mark_revision).await
+            EtcdClaim::write_mark(
+                &mut client,
+                &ours,
+                mark_unix_ms,
+                false,
+                (mark_revision, written),
+            )
+            .await
         })?;
         match written {
             MarkWrite::Written(revision) => {
                 self.connection.saw(revision);
                 self.mark_revision = revision;
+                self.written_unix_ms = mark_unix_ms;
                 self.confirmed_unix_ms = sent_unix_ms;
                 self.lease = Some(self.number_lease);
                 Ok(())
@@ -375,6 +417,7 @@ impl Claim for EtcdClaim {
             MarkWrite::TakenBack(revision) => {
                 self.connection.saw(revision);
                 self.mark_revision = revision;
+                self.written_unix_ms = mark_unix_ms;
                 self.claim_revision = revision;
                 self.confirmed_unix_ms = sent_unix_ms;
                 self.lease = Some(self.number_lease);
@@ -398,7 +441,7 @@ impl Claim for EtcdClaim {
         let mut client = self.connection.client();
         let ours = self.ours(lease);
         let (wrote, previous) = (self.mark_revision != 0, self.previous.unwrap_or(0));
-        let mark_revision = self.mark_revision;
+        let (mark_revision, written) = (self.mark_revision, self.written_unix_ms);
         let restored = self.connection.run(async move {
             if !wrote && mark_unix_ms <= previous {
                 // Never used (a number looked at and given back): the mark stays exactly as
@@ -416,8 +459,14 @@ impl Claim for EtcdClaim {
             }
             // Revoke only a lease proven ours: the number's lease ID may have passed to a
             // successor after ours ran out.
-            match EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, true, mark_revision)
-                .await?
+            match EtcdClaim::write_mark(
+                &mut client,
+                &ours,
+                mark_unix_ms,
+                true,
+                (mark_revision, written),
+            )
+            .await?
             {
                 MarkWrite::Written(_) | MarkWrite::TakenBack(_) => {
                     timed(client.lease_revoke(lease)).await?;

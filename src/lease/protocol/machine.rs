@@ -169,7 +169,10 @@ pub(crate) enum Note {
     /// A try at taking a number failed and will be tried again.
     TakeRetried { error: Error },
     /// A taking failed for good (the first one), or this try after a loss failed.
-    TakeFailed { error: Error },
+    TakeFailed { error: Error, after_loss: bool },
+    /// The generator could not move onto the number made usable (its previous mark lies
+    /// past the layout's end): given back, another will be taken.
+    Refused { worker: u64 },
 }
 
 /// What the machine counts, for [`LeaseStats`](crate::lease::LeaseStats).
@@ -386,7 +389,8 @@ impl Machine {
                 // The first taking checks the layout once (with tries of its own); a
                 // taking after a loss checks it every time: the store may have been
                 // initialised again for another layout since (a wiped namespace).
-                self.phase = if self.bound && !self.ever_usable {
+                let skip = mutated!(self.settings, SkipLayoutCheck);
+                self.phase = if skip || (self.bound && !self.ever_usable) {
                     Phase::Raising(take)
                 } else {
                     Phase::Binding(take)
@@ -705,7 +709,13 @@ impl Machine {
                     ..
                 },
                 Ok(_),
-            ) => self.usable(now, taken, sent_unix_ms, mark),
+            ) => {
+                // The renewal right after a first taking's wait is counted as one.
+                if !self.ever_usable {
+                    self.counters.renewals += 1;
+                }
+                self.usable(now, taken, sent_unix_ms, mark);
+            }
             (
                 Phase::Renewing {
                     due_mono_ms,
@@ -1013,6 +1023,7 @@ impl Machine {
                 } else {
                     self.notes.push_back(Note::TakeFailed {
                         error: error.clone(),
+                        after_loss: false,
                     });
                     self.phase = Phase::Failed(error);
                 }
@@ -1036,10 +1047,24 @@ impl Machine {
                 mark_unix_ms: taken.previous.unwrap_or(0),
             });
         }
+        // A number lost while it was being taken (its claim ran out during the wait): the
+        // taking goes on with another, as after a failure of the store.
+        let error = match (taken, error) {
+            (Some(taken), Error::LeaseLost { .. }) => Error::LeaseStore {
+                reason: format!(
+                    "worker {} of datacenter {} was lost while it was being taken (its claim                      ran out during the wait for the previous holder's mark)",
+                    taken.worker, taken.datacenter
+                ),
+            },
+            (_, error) => error,
+        };
         if self.ever_usable {
             // After a loss: again on the renewal backoff, until a number is taken.
             self.counters.renewal_failures += 1;
-            self.notes.push_back(Note::TakeFailed { error });
+            self.notes.push_back(Note::TakeFailed {
+                error,
+                after_loss: true,
+            });
             self.phase = Phase::Lost {
                 at_mono_ms: now.mono_ms.saturating_add(self.retry_ms),
             };
@@ -1054,9 +1079,29 @@ impl Machine {
         } else {
             self.notes.push_back(Note::TakeFailed {
                 error: error.clone(),
+                after_loss: false,
             });
             self.phase = Phase::Failed(error);
         }
+    }
+
+    /// The generator cannot use the number just made usable (a previous mark past the
+    /// layout's end): it goes back with that mark, and another is taken on the backoff.
+    pub(crate) fn refuse_number(&mut self, now: Now) {
+        let Some(worker) = self.usable_worker().map(|(_, worker)| worker) else {
+            return;
+        };
+        self.queued.push_back(Request::Release {
+            worker,
+            // Nothing was issued as it: its previous mark (never lower) is enough.
+            mark_unix_ms: self.previous_unix_ms.unwrap_or(0),
+        });
+        self.counters.renewal_failures += 1;
+        self.notes.push_back(Note::Refused { worker });
+        self.phase = Phase::Lost {
+            at_mono_ms: now.mono_ms.saturating_add(self.retry_ms),
+        };
+        self.back_off();
     }
 
     /// Gives the number up: the generator stops first, then the store gets the release

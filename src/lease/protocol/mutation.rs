@@ -19,4 +19,6 @@ pub(crate) enum Mutation {
     KeepCeilingWhenLost,
     /// A number taken whose mark is still ahead is given back without its mark (0).
     GiveBackWithoutMark,
+    /// The store's layout is not checked before a number is taken.
+    SkipLayoutCheck,
 }

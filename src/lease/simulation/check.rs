@@ -17,10 +17,12 @@ pub(super) struct Issuer {
     pub(super) tenure: u32,
 }
 
-/// One tenure of a number: who, and the smallest and largest ID issued in it so far.
+/// One tenure of a number: who, when the store granted its claim, and the smallest and
+/// largest ID issued in it so far.
 #[derive(Debug, Clone, Copy)]
 struct Span {
     issuer: Issuer,
+    granted: (u64, u64),
     min: u64,
     max: u64,
 }
@@ -30,7 +32,7 @@ struct Span {
 pub(super) struct Safety {
     /// Runs of consecutive raw IDs by one issuer: first -> (last, issuer).
     runs: BTreeMap<u64, (u64, Issuer)>,
-    /// Each number's tenures, in the order of their first IDs.
+    /// Each number's tenures, in the order the store granted their claims.
     tenures: BTreeMap<u64, Vec<Span>>,
     pub(super) ids: u64,
     pub(super) violations: Vec<String>,
@@ -85,33 +87,53 @@ impl Safety {
         self.runs.insert(raw, (raw, issuer));
     }
 
-    /// Every ID of a tenure lies above every ID of the number's earlier tenures, including
-    /// the ones an earlier holder issues late (cut off, paused, or simply slow to stop).
+    /// Every ID of a tenure lies above every ID of the number's earlier tenures (in the
+    /// order the store granted their claims), including the ones an earlier holder issues
+    /// late (cut off, paused, or simply slow to stop).
     fn check_tenures(&mut self, true_ms: u64, issuer: Issuer, id: &Issued) {
         let raw = id.raw;
         let spans = self.tenures.entry(id.worker).or_default();
-        let found = spans.iter().rposition(|span| span.issuer == issuer);
-        let problem = match found {
+        let index = match spans.iter().rposition(|span| span.issuer == issuer) {
+            Some(index) => index,
             None => {
-                let earlier = spans.iter().map(|span| span.max).max();
-                spans.push(Span {
-                    issuer,
-                    min: raw,
-                    max: raw,
-                });
-                earlier.filter(|&max| max >= raw).map(|max| {
-                    format!("began at {raw}, not above the earlier tenures' largest ID {max}")
-                })
+                let at = spans.partition_point(|span| span.granted <= id.granted);
+                spans.insert(
+                    at,
+                    Span {
+                        issuer,
+                        granted: id.granted,
+                        min: raw,
+                        max: raw,
+                    },
+                );
+                at
             }
-            Some(index) => {
-                let span = &mut spans[index];
-                span.min = span.min.min(raw);
-                span.max = span.max.max(raw);
-                let later = spans[index + 1..].iter().map(|span| span.min).min();
-                later
-                    .filter(|&min| raw >= min)
-                    .map(|min| format!("issued {raw} after a later tenure began at {min}"))
-            }
+        };
+        let span = &mut spans[index];
+        span.min = span.min.min(raw);
+        span.max = span.max.max(raw);
+        let name = |span: &Span| {
+            format!(
+                "holder {}#{} tenure {}",
+                span.issuer.holder, span.issuer.incarnation, span.issuer.tenure
+            )
+        };
+        let earlier = spans[..index].iter().max_by_key(|span| span.max);
+        let later = spans[index + 1..].iter().min_by_key(|span| span.min);
+        let problem = if let Some(other) = earlier.filter(|span| span.max >= raw) {
+            Some(format!(
+                "issued {raw}, not above the ID {} of an earlier tenure ({})",
+                other.max,
+                name(other)
+            ))
+        } else {
+            later.filter(|span| raw >= span.min).map(|other| {
+                format!(
+                    "issued {raw}, not below the ID {} of a later tenure ({})",
+                    other.min,
+                    name(other)
+                )
+            })
         };
         if let Some(problem) = problem {
             self.violation(format!(
@@ -121,7 +143,7 @@ impl Safety {
         }
     }
 
-    fn violation(&mut self, what: String) {
+    pub(super) fn violation(&mut self, what: String) {
         // The first few say what happened; the rest only count.
         if self.violations.len() < 10 {
             self.violations.push(what);
@@ -183,6 +205,15 @@ impl Trace {
             self.last[self.next] = entry;
         }
         self.next = (self.next + 1) % TRACE_KEPT;
+    }
+
+    /// What a request and its answer were, printed with the events when asked for.
+    pub(super) fn detail(&self, holder: u32, what: impl FnOnce() -> String) {
+        if let Some(which) = self.print
+            && which.is_none_or(|which| which == holder)
+        {
+            println!("      {}", what());
+        }
     }
 
     /// A path a holder's machine took: printed with the events when asked for.

@@ -65,6 +65,9 @@ pub(super) struct Issued {
     pub(super) worker: u64,
     /// The last mark the store confirmed for that number to this holder.
     pub(super) confirmed_mark: Option<u64>,
+    /// When the store granted the claim this ID was issued on, and the claim's token:
+    /// the order of the number's tenures.
+    pub(super) granted: (u64, u64),
 }
 
 /// A request on its way, as the holder keeps it.
@@ -106,6 +109,10 @@ pub(super) struct Holder {
     pub(super) restored_seen: u64,
     /// How many numbers this incarnation was made usable on.
     pub(super) tenure: u32,
+    /// The grant of the claim the generator issues on now (see [`Issued::granted`]).
+    granted: (u64, u64),
+    /// The latest millisecond this incarnation issued an ID in, by number.
+    pub(super) issued_up_to: BTreeMap<u64, u64>,
 }
 
 impl Holder {
@@ -140,6 +147,8 @@ impl Holder {
             last_issue_ms: 0,
             restored_seen: 0,
             tenure: 0,
+            granted: (0, 0),
+            issued_up_to: BTreeMap::new(),
         }
     }
 
@@ -166,6 +175,7 @@ impl Holder {
         }
         self.wake_at = None;
         self.tenure = 0;
+        self.issued_up_to.clear();
     }
 
     /// The process is gone: nothing of it acts again.
@@ -385,6 +395,11 @@ impl Holder {
     /// mark, and after the high-water mark kept), moved on the next.
     fn start_as(&mut self, datacenter: u64, worker: u64, after: Option<u64>, ceiling: u64) {
         self.tenure += 1;
+        if let Some((held, token)) = self.claim
+            && held == worker
+        {
+            self.granted = (token.granted_ms, token.id);
+        }
         if let Some(generator) = &self.generator {
             if generator
                 .move_to(datacenter, worker, after.unwrap_or(0), ceiling)
@@ -427,7 +442,10 @@ impl Holder {
                 unix_ms: parts.unix_ms,
                 worker: parts.worker,
                 confirmed_mark: self.confirmed.get(&parts.worker).copied(),
+                granted: self.granted,
             });
+            let issued = self.issued_up_to.entry(parts.worker).or_default();
+            *issued = (*issued).max(parts.unix_ms);
             self.last_id = Some(id.as_u64());
             self.last_issue_ms = true_ms;
         }

@@ -34,12 +34,27 @@ pub(super) enum StoreRequest {
     },
 }
 
+/// Whether the client still waits for the answer when the store applies a request: a
+/// write whose first transaction fails is followed by a second (the claim writes its mark
+/// again over one deleted or raised by hand) only then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Waiting {
+    Yes,
+    GaveUp,
+}
+
 /// What a holder's claim carries into each write: its token, and the mark key's revision
 /// of its own last write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Token {
     pub(super) id: u64,
     pub(super) last_write_revision: u64,
+    /// Whether the claim wrote a mark yet (a take-back needs one).
+    pub(super) wrote: bool,
+    /// The last mark the claim wrote.
+    pub(super) written_mark: u64,
+    /// When the store granted the claim (true time): the order of a number's tenures.
+    pub(super) granted_ms: u64,
 }
 
 /// An answer, with the store's revision when it was made.
@@ -56,8 +71,11 @@ pub(super) struct StoreAnswer {
 
 #[derive(Debug, Clone, Default)]
 struct Number {
-    /// The holder key: its claim's token and when its lease ends (store clock).
-    holder: Option<(u64, u64)>,
+    /// The holder key's value: the token of the claim that holds the number.
+    holder: Option<u64>,
+    /// When the number's etcd lease ends (store clock; 0: none). The lease's ID is the
+    /// number's, so a successor's lease has the same ID as the one before it.
+    lease_ends: u64,
     mark: Option<u64>,
     mark_revision: u64,
     /// The mark key was deleted (or the namespace wiped): the next holder infers one.
@@ -99,13 +117,17 @@ impl Store {
         }
     }
 
-    fn live_holder(&self, worker: u64, now_ms: u64) -> Option<u64> {
-        let (token, ends) = self.numbers[worker as usize].holder?;
-        (ends > now_ms).then_some(token)
+    fn live_lease(&self, worker: u64, now_ms: u64) -> bool {
+        self.numbers[worker as usize].lease_ends > now_ms
     }
 
     /// Applies one request at `now_ms` (the store's clock, the true time).
-    pub(super) fn apply(&mut self, request: &StoreRequest, now_ms: u64) -> StoreAnswer {
+    pub(super) fn apply(
+        &mut self,
+        request: &StoreRequest,
+        now_ms: u64,
+        waiting: Waiting,
+    ) -> StoreAnswer {
         let (result, token) = match *request {
             StoreRequest::BindLayout { layout } => match self.layout {
                 None => {
@@ -141,8 +163,7 @@ impl Store {
                         let number = &self.numbers[worker as usize];
                         Surveyed {
                             worker,
-                            free: self.live_holder(worker, now_ms).is_none()
-                                && !number.history_lost,
+                            free: !self.live_lease(worker, now_ms) && !number.history_lost,
                             mark_unix_ms: number.mark,
                         }
                     })
@@ -150,14 +171,15 @@ impl Store {
                 (Ok(Answer::Numbers(numbers)), None)
             }
             StoreRequest::Acquire { worker } => {
-                if self.live_holder(worker, now_ms).is_some() {
+                if self.live_lease(worker, now_ms) {
                     (Err(full(worker)), None)
                 } else {
                     let token = self.next_token;
                     self.next_token += 1;
                     self.revision += 1;
                     let number = &mut self.numbers[worker as usize];
-                    number.holder = Some((token, now_ms + self.ttl_ms));
+                    number.holder = Some(token);
+                    number.lease_ends = now_ms + self.ttl_ms;
                     let acquired = Acquired {
                         datacenter: 0,
                         worker,
@@ -167,6 +189,9 @@ impl Store {
                     let token = Token {
                         id: token,
                         last_write_revision: number.mark_revision,
+                        wrote: false,
+                        written_mark: 0,
+                        granted_ms: now_ms,
                     };
                     (Ok(Answer::Acquired(acquired)), Some(token))
                 }
@@ -175,12 +200,12 @@ impl Store {
                 worker,
                 mark,
                 claim,
-            } => self.write(worker, mark, claim, now_ms, false),
+            } => self.write(worker, mark, claim, now_ms, false, waiting),
             StoreRequest::Release {
                 worker,
                 mark,
                 claim,
-            } => self.write(worker, mark, claim, now_ms, true),
+            } => self.write(worker, mark, claim, now_ms, true, waiting),
         };
         StoreAnswer {
             revision: self.revision,
@@ -190,8 +215,11 @@ impl Store {
         }
     }
 
-    /// A mark write by the claim `claim`: a renewal (which extends the lease, or takes a
-    /// lapsed one back if nobody wrote the mark key since) or a release (which frees it).
+    /// A mark write by the claim `claim`, as the etcd claim makes it: a renewal (which
+    /// extends the lease, or takes a lapsed one back if the claim wrote a mark and nobody
+    /// wrote the mark key since) or a release (which frees the number; one never used
+    /// leaves the mark as it was). A mark key deleted or rewritten under a live claim is
+    /// written again, when the client still waits for its answer.
     fn write(
         &mut self,
         worker: u64,
@@ -199,6 +227,7 @@ impl Store {
         claim: Token,
         now_ms: u64,
         release: bool,
+        waiting: Waiting,
     ) -> (Result<Answer, Error>, Option<Token>) {
         // The store is older than the claim's own last write: it was restored from a
         // snapshot (the etcd claim finds this when its write's revision check fails).
@@ -211,41 +240,54 @@ impl Store {
                 None,
             );
         }
-        let live = self.live_holder(worker, now_ms);
+        let live = self.live_lease(worker, now_ms);
         let number = &self.numbers[worker as usize];
-        let ours = match live {
-            Some(token) => token == claim.id && number.mark_revision == claim.last_write_revision,
-            // The lease lapsed: taken back only if the mark key is still at our last write
-            // (nobody took the number since) and was not deleted.
-            None => {
-                !release
-                    && !number.history_lost
-                    && number.mark_revision == claim.last_write_revision
-                    && number.holder.is_some_and(|(token, _)| token == claim.id)
-            }
+        // The mark key still holds this claim's last write: its revision and its value (a
+        // restore hands out revision numbers again, so the revision alone can match a
+        // write that is not ours).
+        let unchanged = number.mark_revision == claim.last_write_revision
+            && (!claim.wrote || number.mark == Some(claim.written_mark));
+        // A mark key deleted, or rewritten no higher than the claim's own last mark, is
+        // written again; one raised above it (by the procedure after a restore) is not.
+        let rewritable = number.mark.is_none_or(|mark| mark <= claim.written_mark);
+        let ours = if live {
+            // The keep-alive succeeds (it may be a successor's lease: same ID), and the
+            // write checks the holder key holds this claim's token.
+            number.holder == Some(claim.id)
+                && (unchanged || (waiting == Waiting::Yes && rewritable))
+        } else {
+            // The lease lapsed: taken back only if this claim wrote a mark and the mark
+            // key is still at that write (nobody issued as the number since).
+            !release && claim.wrote && unchanged && !number.history_lost
         };
         if !ours {
             return (Err(lost(worker)), None);
         }
-        if live.is_none() {
+        if !live {
             self.take_backs += 1;
         }
         self.revision += 1;
         let revision = self.revision;
         let ttl = self.ttl_ms;
         let number = &mut self.numbers[worker as usize];
-        number.mark = Some(mark);
-        number.mark_revision = revision;
-        number.history_lost = false;
-        number.last_write_ms = now_ms;
-        number.holder = if release {
-            None
+        let never_used = release && !claim.wrote && mark <= number.mark.unwrap_or(0);
+        if !never_used {
+            number.mark = Some(mark);
+            number.mark_revision = revision;
+            number.history_lost = false;
+            number.last_write_ms = now_ms;
+        }
+        if release {
+            (number.holder, number.lease_ends) = (None, 0);
         } else {
-            Some((claim.id, now_ms + ttl))
-        };
+            (number.holder, number.lease_ends) = (Some(claim.id), now_ms + ttl);
+        }
         let token = Token {
             id: claim.id,
-            last_write_revision: revision,
+            last_write_revision: number.mark_revision,
+            wrote: claim.wrote || !never_used,
+            written_mark: if never_used { claim.written_mark } else { mark },
+            granted_ms: claim.granted_ms,
         };
         (Ok(Answer::Done), Some(token))
     }
@@ -254,10 +296,8 @@ impl Store {
     pub(super) fn leader_change(&mut self, now_ms: u64) {
         let ttl = self.ttl_ms;
         for number in &mut self.numbers {
-            if let Some((_, ends)) = &mut number.holder
-                && *ends > now_ms
-            {
-                *ends = now_ms + ttl;
+            if number.lease_ends > now_ms {
+                number.lease_ends = now_ms + ttl;
             }
         }
     }
@@ -282,8 +322,8 @@ impl Store {
     pub(super) fn restore(&mut self, snapshot: &Store, now_ms: u64) {
         *self = snapshot.clone();
         for number in &mut self.numbers {
-            if let Some((_, ends)) = &mut number.holder {
-                *ends = now_ms + self.ttl_ms;
+            if number.lease_ends > 0 {
+                number.lease_ends = now_ms + self.ttl_ms;
             }
         }
     }
@@ -297,13 +337,26 @@ impl Store {
         number.mark_revision = self.revision;
     }
 
+    /// A snapshot at `now_ms`: what etcd saves (leases that ran out are gone, with their
+    /// holder keys).
+    pub(super) fn snapshot(&self, now_ms: u64) -> Store {
+        let mut snapshot = self.clone();
+        for number in &mut snapshot.numbers {
+            if number.lease_ends <= now_ms {
+                (number.holder, number.lease_ends) = (None, 0);
+            }
+        }
+        snapshot
+    }
+
     /// `etcdctl del` of a number's holder key (its lease lives on, unused).
     pub(super) fn delete_holder(&mut self, worker: u64) {
         self.revision += 1;
         self.numbers[worker as usize].holder = None;
     }
 
-    /// `etcdctl del --prefix` of the namespace: every key, the layout and the horizon.
+    /// `etcdctl del --prefix` of the namespace: every key, the layout and the horizon
+    /// (leases are not keys: they live on until they run out).
     pub(super) fn wipe(&mut self) {
         self.revision += 1;
         self.layout = None;
@@ -311,6 +364,7 @@ impl Store {
         for number in &mut self.numbers {
             *number = Number {
                 history_lost: true,
+                lease_ends: number.lease_ends,
                 ..Number::default()
             };
         }
@@ -322,6 +376,11 @@ impl Store {
         (0..self.numbers.len() as u64)
             .filter(|&worker| self.numbers[worker as usize].last_write_ms < before_ms)
             .collect()
+    }
+
+    /// The store's revision now.
+    pub(super) fn revision(&self) -> u64 {
+        self.revision
     }
 
     /// Whether `layout` is the one recorded.

@@ -167,10 +167,14 @@ fn the_same_seed_replays_the_same_run_and_another_seed_does_not() {
     }
 }
 
-/// The first seed (of `within`) whose run of `shape` finds `mutation`, if any.
+/// The first seed (of `within`) whose run of `shape` finds `mutation` a safety violation
+/// (a liveness failure alone does not count), if any.
 fn caught(mutation: Mutation, within: u64, shape: fn(u64) -> Shape) -> Option<(u64, String)> {
     (0..within).find_map(|seed| {
         let report = run(seed, &shape(seed), Some(mutation));
+        if report.violations.is_empty() {
+            return None;
+        }
         report.failure().map(|failure| (seed, failure))
     })
 }
@@ -250,6 +254,21 @@ fn clocks_stepped_far_and_back(seed: u64) -> Shape {
     shape
 }
 
+mutation_test!(
+    a_layout_left_unchecked_is_caught,
+    SkipLayoutCheck,
+    400,
+    with_a_misconfigured_holder
+);
+
+/// Small fleets, one of whose holders has another layout (epoch).
+fn with_a_misconfigured_holder(seed: u64) -> Shape {
+    let mut shape = small(seed);
+    shape.misconfigured = true;
+    shape.holders = shape.holders.max(2);
+    shape
+}
+
 #[test]
 fn the_shapes_that_catch_mutations_find_nothing_without_them() {
     let (first, seeds) = (first_seed(), seeds(200, 20));
@@ -313,12 +332,7 @@ fn a_snapshot_restored_under_live_holders_is_found_and_issues_no_id_twice() {
 
 #[test]
 fn a_holder_with_another_layout_is_refused_by_the_store() {
-    let totals = run_seeds(0..seeds(100, 20), |seed| {
-        let mut shape = small(seed);
-        shape.misconfigured = true;
-        shape.holders = shape.holders.max(2);
-        shape
-    });
+    let totals = run_seeds(0..seeds(100, 20), with_a_misconfigured_holder);
     totals.print("misconfigured layout");
     totals.assert_at_least(&[("layout refused", 20)]);
 }

@@ -11,7 +11,7 @@ use super::super::WorkerRange;
 use super::super::protocol::{Note, Output, Settings};
 use super::check::{Issuer, Safety, Trace};
 use super::holder::{Clocks, Holder, Issued};
-use super::store::{Store, StoreAnswer, StoreRequest};
+use super::store::{Store, StoreAnswer, StoreRequest, Waiting};
 use super::{Fault, Report, Rng, Shape};
 
 #[derive(Debug)]
@@ -25,6 +25,7 @@ enum Event {
         incarnation: u32,
         id: u64,
         request: StoreRequest,
+        sent_ms: u64,
     },
     ToHolder {
         holder: u32,
@@ -131,7 +132,9 @@ impl<'a> World<'a> {
                     max_horizon_ms: 86_400_000,
                     renew_every_ms: shape.ttl_ms / 3,
                     startup_wait_ms: horizon_ms + 1_000,
-                    wait_for_previous: true,
+                    // One holder in four takes numbers as the lease API does: handed out
+                    // at once, the generator itself refusing to issue before the mark.
+                    wait_for_previous: rng.below(4) != 0,
                     take_attempts: 5,
                     mutation,
                 };
@@ -295,12 +298,28 @@ impl<'a> World<'a> {
                 incarnation,
                 id,
                 request,
+                sent_ms,
             } => {
                 if self.now < self.store_down_until {
                     self.count_fault("request to a store that is down");
                     return;
                 }
-                let answer = self.store.apply(&request, self.now);
+                let held = &self.holders[holder as usize];
+                let waiting = if held.incarnation == incarnation
+                    && sent_ms + self.shape.timeout_ms > self.now
+                    && held.outstanding.as_ref().is_some_and(|out| out.id == id)
+                {
+                    Waiting::Yes
+                } else {
+                    Waiting::GaveUp
+                };
+                let answer = self.store.apply(&request, self.now, waiting);
+                self.trace.detail(holder, || {
+                    format!("{request:?} ({waiting:?}) -> {answer:?}")
+                });
+                if answer.result.is_ok() {
+                    self.check_mark_write(holder, incarnation, &request);
+                }
                 self.trace.event(
                     self.now,
                     holder,
@@ -362,8 +381,10 @@ impl<'a> World<'a> {
             }
             Event::Procedure => {
                 let horizon = self.shape.horizons_ms.iter().copied().max().unwrap_or(0);
-                self.trace.event(self.now, 0, "procedure", horizon, 0);
                 self.store.raise_every_mark(self.now, horizon, 0);
+                let revision = self.store.revision();
+                self.trace
+                    .event(self.now, 0, "procedure", horizon, revision);
             }
             Event::ClockStep { holder, step } => {
                 self.trace
@@ -487,6 +508,7 @@ impl<'a> World<'a> {
                     incarnation,
                     id,
                     request: request.clone(),
+                    sent_ms: self.now,
                 },
             );
         }
@@ -549,6 +571,29 @@ impl<'a> World<'a> {
         self.issued = issued;
     }
 
+    /// A mark the store took from a holder must lie at or above every ID the holder issued
+    /// as that number so far: the direct form of what a successor relies on.
+    fn check_mark_write(&mut self, holder: u32, incarnation: u32, request: &StoreRequest) {
+        let (StoreRequest::Renew { worker, mark, .. } | StoreRequest::Release { worker, mark, .. }) =
+            *request
+        else {
+            return;
+        };
+        let held = &self.holders[holder as usize];
+        if held.incarnation != incarnation {
+            return;
+        }
+        if let Some(&issued) = held.issued_up_to.get(&worker)
+            && issued > mark
+        {
+            self.safety.violation(format!(
+                "t={}: the store took mark {mark} for worker {worker} from holder {holder}, \
+                 which issued an ID dated {issued} as that number",
+                self.now
+            ));
+        }
+    }
+
     fn count_fault(&mut self, kind: &'static str) {
         *self.faults.entry(kind).or_default() += 1;
     }
@@ -577,7 +622,7 @@ impl<'a> World<'a> {
                 self.schedule(at, Event::StoreUp);
             }
             Fault::LeaderChange => self.store.leader_change(self.now),
-            Fault::Snapshot => self.snapshot = Some(self.store.clone()),
+            Fault::Snapshot => self.snapshot = Some(self.store.snapshot(self.now)),
             Fault::Restore => {
                 let Some(snapshot) = self.snapshot.clone() else {
                     return;
@@ -642,7 +687,8 @@ impl<'a> World<'a> {
                 self.schedule(at, Event::Start { holder });
             }
         }
-        self.trace.event(self.now, holder, fault.name(), 0, 0);
+        self.trace
+            .event(self.now, holder, fault.name(), self.store.revision(), 0);
         self.count_fault(fault.name());
     }
 
@@ -728,6 +774,7 @@ fn note_kind(note: &Note) -> &'static str {
         Note::Lost { .. } => "lost",
         Note::TakeRetried { .. } => "taking retried",
         Note::TakeFailed { .. } => "taking failed",
+        Note::Refused { .. } => "number refused by the generator",
     }
 }
 
