@@ -11,7 +11,7 @@ use crate::snowflake::Layout;
 
 use super::protocol::{Acquired, Answer, Machine, Note, Now, Output, Request, Surveyed};
 use super::timing::millis;
-use super::{Claim, LeaseStore, NumberState, WorkerRange};
+use super::{Claim, LeaseStore, WorkerRange};
 
 /// What the requests of one process go to: its store, range, layout and name, and the
 /// origin of the monotonic milliseconds its machines count in.
@@ -111,7 +111,7 @@ impl Lease {
                         .into_iter()
                         .map(|number| Surveyed {
                             worker: number.worker,
-                            free: number.state == NumberState::Free,
+                            state: number.state,
                             mark_unix_ms: number.mark_unix_ms,
                         })
                         .collect(),

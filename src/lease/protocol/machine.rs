@@ -12,8 +12,10 @@ use std::collections::VecDeque;
 
 use crate::error::Error;
 
-use super::super::WorkerRange;
-use super::marks::{check_claim, infer_horizon, next_mark, passed_by_mark, previous_mark, wait_ms};
+use super::super::{NumberState, WorkerRange};
+use super::marks::{
+    Survey, check_claim, infer_horizon, next_mark, passed_by_mark, previous_mark, survey, wait_ms,
+};
 #[cfg(test)]
 use super::mutation::Mutation;
 
@@ -105,8 +107,7 @@ pub(crate) enum Answer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Surveyed {
     pub(crate) worker: u64,
-    /// Free and trusted (neither held, nor corrupt, nor missing).
-    pub(crate) free: bool,
+    pub(crate) state: NumberState,
     pub(crate) mark_unix_ms: Option<u64>,
 }
 
@@ -191,6 +192,9 @@ struct Take {
     sent_unix_ms: u64,
     infer_ms: u64,
     scans: u32,
+    /// The store could survey: a number taken since is looked for by surveying again,
+    /// not by asking for every number in turn.
+    surveyed: bool,
 }
 
 /// A number taken and not yet usable, with the mark to start after.
@@ -217,6 +221,7 @@ enum Phase {
         take: Take,
         candidates: Vec<u64>,
         next: usize,
+        survey: Survey,
     },
     /// Asking for each number in turn, remembering the nearest mark ahead.
     Scanning {
@@ -385,6 +390,7 @@ impl Machine {
                     sent_unix_ms: now.unix_ms,
                     infer_ms: self.settings.horizon_ms,
                     scans: 0,
+                    surveyed: false,
                 };
                 // The first taking checks the layout once (with tries of its own); a
                 // taking after a loss checks it every time: the store may have been
@@ -569,9 +575,11 @@ impl Machine {
                 };
                 self.phase = Phase::Surveying(take);
             }
-            (Phase::Surveying(take), Ok(Answer::Numbers(numbers))) => {
+            (Phase::Surveying(mut take), Ok(Answer::Numbers(numbers))) => {
+                take.surveyed = true;
                 let candidates = passed_by_mark(&numbers, now.unix_ms);
-                self.try_passed(take, candidates, 0);
+                let survey = survey(&numbers, now.unix_ms, take.infer_ms);
+                self.try_passed(now, take, candidates, 0, survey);
             }
             // A store that cannot survey (or failed to): ask for each number in turn.
             (Phase::Surveying(take), _) => self.scan_from(take, self.first_worker()),
@@ -580,6 +588,7 @@ impl Machine {
                     take,
                     candidates,
                     next,
+                    survey,
                 },
                 answer,
             ) => match answer {
@@ -595,12 +604,12 @@ impl Machine {
                     } else {
                         // Used and given back since the survey: leave it as it is now.
                         self.give_back(taken.worker, taken.previous.unwrap_or(0));
-                        self.try_passed(take, candidates, next + 1);
+                        self.try_passed(now, take, candidates, next + 1, survey);
                     }
                 }
                 // Taken (or found unusable) since the survey: the next.
                 Err(Error::LeaseRangeFull { .. }) | Ok(_) => {
-                    self.try_passed(take, candidates, next + 1);
+                    self.try_passed(now, take, candidates, next + 1, survey);
                 }
                 Err(error) => self.take_failed(now, error),
             },
@@ -676,9 +685,14 @@ impl Machine {
                     },
                 );
             }
-            // Taken since the scan: scan again.
-            (Phase::TakingNearest { take, .. }, Err(Error::LeaseRangeFull { .. })) => {
-                self.scan_from(take, self.first_worker());
+            // Taken since the survey or the scan: look again.
+            (Phase::TakingNearest { mut take, .. }, Err(Error::LeaseRangeFull { .. })) => {
+                if take.surveyed {
+                    take.scans += 1;
+                    self.phase = Phase::Surveying(take);
+                } else {
+                    self.scan_from(take, self.first_worker());
+                }
             }
             (Phase::TakingNearest { .. }, Ok(_)) => self.take_failed(now, unexpected()),
             (Phase::Marking { take, taken, mark }, Ok(_)) => self.marked(now, take, taken, mark),
@@ -750,16 +764,45 @@ impl Machine {
         *self.range.workers().start()
     }
 
-    /// Asks for the next passed candidate, or scans when there is none left.
-    fn try_passed(&mut self, take: Take, candidates: Vec<u64>, next: usize) {
+    /// Asks for the next passed candidate. With none left, takes the free number whose
+    /// mark passes first, as the survey saw it (one whose history was lost counts with
+    /// its inferred mark): a survey spares a fleet waiting for numbers the request per
+    /// number a scan costs. With none, the range is full.
+    fn try_passed(
+        &mut self,
+        now: Now,
+        take: Take,
+        candidates: Vec<u64>,
+        next: usize,
+        survey: Survey,
+    ) {
         if next < candidates.len() {
             self.phase = Phase::TryingPassed {
                 take,
                 candidates,
                 next,
+                survey,
             };
-        } else {
-            self.scan_from(take, self.first_worker());
+            return;
+        }
+        match survey.nearest {
+            Some((mark, worker)) => {
+                // An inferred mark too far ahead is still taken, and given back with it:
+                // written down, it passes in time.
+                let wait = wait_ms(Some(mark), now.unix_ms);
+                if wait > self.settings.startup_wait_ms && !survey.nearest_inferred {
+                    return self.take_failed(now, Error::ClockBehindMark { behind_ms: wait });
+                }
+                self.phase = Phase::TakingNearest { take, worker };
+            }
+            None => self.take_failed(
+                now,
+                Error::LeaseRangeFull {
+                    range: self.range.to_string(),
+                    held: survey.held,
+                    unusable: survey.unusable,
+                },
+            ),
         }
     }
 

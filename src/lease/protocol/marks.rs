@@ -3,7 +3,7 @@
 
 use crate::error::Error;
 
-use super::super::WorkerRange;
+use super::super::{NumberState, WorkerRange};
 use super::Surveyed;
 
 /// The mark a write sent at `sent_unix_ms` carries: a horizon ahead, and never below
@@ -52,7 +52,7 @@ pub(crate) fn wait_ms(previous: Option<u64>, now_unix_ms: u64) -> u64 {
 pub(crate) fn passed_by_mark(numbers: &[Surveyed], now_unix_ms: u64) -> Vec<u64> {
     let mut passed: Vec<(u64, u64)> = numbers
         .iter()
-        .filter(|number| number.free)
+        .filter(|number| number.state == NumberState::Free)
         .filter_map(|number| match number.mark_unix_ms {
             None => Some((0, number.worker)),
             Some(mark) if mark < now_unix_ms => Some((mark, number.worker)),
@@ -61,6 +61,58 @@ pub(crate) fn passed_by_mark(numbers: &[Surveyed], now_unix_ms: u64) -> Vec<u64>
         .collect();
     passed.sort_unstable();
     passed.into_iter().map(|(_, worker)| worker).collect()
+}
+
+/// What a survey says beyond the numbers whose mark passed: the nearest mark ahead, and
+/// why the others cannot be taken.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Survey {
+    /// The free number whose mark passes first (equal marks: the lowest number), as
+    /// `(mark, worker)`; a number whose history was lost counts with its mark inferred
+    /// `infer_ms` from now.
+    pub(crate) nearest: Option<(u64, u64)>,
+    /// The nearest mark is inferred (the number's history was lost): only taking the
+    /// number writes it down, so that it stops moving ahead with the clock.
+    pub(crate) nearest_inferred: bool,
+    /// Numbers held by live processes.
+    pub(crate) held: u64,
+    /// Numbers that cannot be trusted, and why.
+    pub(crate) unusable: Vec<String>,
+}
+
+/// The [`Survey`] of `numbers` on a clock reading `now_unix_ms`.
+pub(crate) fn survey(numbers: &[Surveyed], now_unix_ms: u64, infer_ms: u64) -> Survey {
+    let mut survey = Survey::default();
+    for number in numbers {
+        let ahead = match number.state {
+            NumberState::Free => number
+                .mark_unix_ms
+                .filter(|&mark| mark >= now_unix_ms)
+                .map(|mark| (mark, false)),
+            NumberState::Missing => previous_mark(number.mark_unix_ms, true, now_unix_ms, infer_ms)
+                .map(|mark| (mark, true)),
+            NumberState::Held => {
+                survey.held += 1;
+                None
+            }
+            _ => {
+                survey.unusable.push(format!(
+                    "worker {}: {}",
+                    number.worker,
+                    number.state.as_str()
+                ));
+                None
+            }
+        };
+        if let Some((mark, inferred)) = ahead {
+            let candidate = (mark, number.worker);
+            if survey.nearest.is_none_or(|nearest| candidate < nearest) {
+                survey.nearest = Some(candidate);
+                survey.nearest_inferred = inferred;
+            }
+        }
+    }
+    survey
 }
 
 /// A store's claim must be a number of the range asked for: one from elsewhere (a store of
@@ -103,9 +155,13 @@ mod tests {
 
     #[test]
     fn the_survey_prefers_the_mark_that_passed_longest_ago() {
-        let number = |worker, free, mark_unix_ms| Surveyed {
+        let number = |worker, free: bool, mark_unix_ms| Surveyed {
             worker,
-            free,
+            state: if free {
+                NumberState::Free
+            } else {
+                NumberState::Held
+            },
             mark_unix_ms,
         };
         let numbers = [
@@ -117,5 +173,33 @@ mod tests {
             number(5, true, Some(100)),
         ];
         assert_eq!(passed_by_mark(&numbers, 1_000), vec![4, 2, 5, 0]);
+        let seen = survey(&numbers, 1_000, 60_000);
+        assert_eq!(seen.nearest, Some((5_000, 3)));
+        assert_eq!(seen.held, 1);
+    }
+
+    #[test]
+    fn a_survey_counts_a_lost_history_with_its_inferred_mark() {
+        let numbers = [
+            Surveyed {
+                worker: 0,
+                state: NumberState::Missing,
+                mark_unix_ms: None,
+            },
+            Surveyed {
+                worker: 1,
+                state: NumberState::Free,
+                mark_unix_ms: Some(90_000),
+            },
+            Surveyed {
+                worker: 2,
+                state: NumberState::Corrupt,
+                mark_unix_ms: None,
+            },
+        ];
+        let seen = survey(&numbers, 1_000, 60_000);
+        assert_eq!(seen.nearest, Some((61_000, 0)));
+        assert!(seen.nearest_inferred);
+        assert_eq!(seen.unusable, vec!["worker 2: corrupt".to_string()]);
     }
 }

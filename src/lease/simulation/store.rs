@@ -7,6 +7,7 @@
 
 use crate::error::Error;
 
+use super::super::NumberState;
 use super::super::protocol::{Acquired, Answer, Surveyed};
 
 /// A request as it travels to the store: the machine's, with the claim the holder keeps.
@@ -161,9 +162,16 @@ impl Store {
                 let numbers = (0..self.numbers.len() as u64)
                     .map(|worker| {
                         let number = &self.numbers[worker as usize];
+                        let state = if self.live_lease(worker, now_ms) {
+                            NumberState::Held
+                        } else if number.history_lost {
+                            NumberState::Missing
+                        } else {
+                            NumberState::Free
+                        };
                         Surveyed {
                             worker,
-                            free: !self.live_lease(worker, now_ms) && !number.history_lost,
+                            state,
                             mark_unix_ms: number.mark,
                         }
                     })

@@ -116,12 +116,14 @@ impl<'a> World<'a> {
     pub(super) fn new(shape: &'a Shape, seed: u64, mutation: Option<super::Mutation>) -> World<'a> {
         let mut rng = Rng::new(seed);
         let start_ms = 1_790_000_000_000 + rng.below(1_000_000_000);
-        let layout = Layout::default();
+        // 10 worker bits and no datacenter field: room for 1,024 numbers.
+        let layout = Layout::new(41, 0, 10, 12).unwrap_or_default();
         let other_layout = layout
             .with_epoch_unix_ms(layout.epoch_unix_ms() as i64 + 1_000)
             .unwrap_or(layout);
-        let range = WorkerRange::new(0, 0..=shape.numbers - 1)
-            .unwrap_or_else(|_| WorkerRange::new(0, 0..=0).unwrap_or_else(|_| unreachable_range()));
+        let range = WorkerRange::new(0, 0..=shape.numbers.clamp(1, 1_024) - 1)
+            .and_then(|range| range.check(&layout).map(|()| range))
+            .unwrap_or_else(|error| panic!("a shape of {} numbers: {error}", shape.numbers));
         let holders = (0..shape.holders)
             .map(|index| {
                 let horizon_ms =
@@ -776,8 +778,4 @@ fn note_kind(note: &Note) -> &'static str {
         Note::TakeFailed { .. } => "taking failed",
         Note::Refused { .. } => "number refused by the generator",
     }
-}
-
-fn unreachable_range() -> WorkerRange {
-    panic!("the range 0..=0 of datacenter 0 is always valid")
 }
