@@ -1103,14 +1103,11 @@ impl LeaseStore for WithNeighbour {
         }
         taken
     }
-
-    fn survey(&self, range: &WorkerRange) -> Result<Vec<idgen::lease::NumberRecord>, Error> {
-        self.inner.survey(range)
-    }
 }
 
-/// Every free number's mark ahead: the process looking for the nearest holds at most one
-/// number at a time, so a neighbour starting meanwhile never finds the range full. (With
+/// Every free number's mark ahead, on a store that cannot survey (so every number is asked
+/// for in turn): the process looking for the nearest holds at most one number at a time,
+/// so a neighbour starting meanwhile never finds the range full. (With
 /// every number of the range set aside at once, a service starting beside another that
 /// was scanning after a loss was refused: `tampering::a_wiped_namespace...`, "3 held by
 /// live processes".)

@@ -113,6 +113,7 @@ impl Lease {
                             worker: number.worker,
                             state: number.state,
                             mark_unix_ms: number.mark_unix_ms,
+                            detail: number.detail,
                         })
                         .collect(),
                 )

@@ -111,13 +111,12 @@ impl LeaseStore for EtcdStore {
         let datacenter = range.datacenter();
         let holders = format!("{}dc/{datacenter}/holder/", self.prefix);
         let marks = format!("{}dc/{datacenter}/mark/", self.prefix);
-        // (initialised, holders: worker -> (value, lease), marks: worker -> value)
-        type Listed = (bool, Vec<(u64, String, i64)>, Vec<(u64, String)>);
-        let (initialised, held, marked): Listed = self.run(async {
-            let initialised = !timed(client.get(store_key.as_str(), None))
-                .await?
-                .kvs()
-                .is_empty();
+        // (initialised, holders: worker -> (value, lease), marks: worker -> value, revision)
+        type Listed = (bool, Vec<(u64, String, i64)>, Vec<(u64, String)>, i64);
+        let (initialised, held, marked, revision): Listed = self.run(async {
+            let got = timed(client.get(store_key.as_str(), None)).await?;
+            let initialised = !got.kvs().is_empty();
+            let revision = got.header().map_or(0, |header| header.revision());
             let mut listed = Vec::new();
             for prefix in [&holders, &marks] {
                 let got = timed(client.get(prefix.as_str(), Some(GetOptions::new().with_prefix())))
@@ -142,8 +141,17 @@ impl LeaseStore for EtcdStore {
                 .into_iter()
                 .map(|(worker, value, _)| (worker, value))
                 .collect();
-            Ok((initialised, listed.pop().unwrap_or_default(), marked))
+            Ok((
+                initialised,
+                listed.pop().unwrap_or_default(),
+                marked,
+                revision,
+            ))
         })?;
+        // A process that only surveys while it waits for a number (every number held)
+        // must still know how far the store got: a restore that takes the revision back
+        // is then refused at the claim (see `Connection::check_not_gone_back`).
+        self.connection.saw(revision);
         if !initialised {
             return Err(self.uninitialised());
         }

@@ -176,7 +176,11 @@ impl FileStore {
         };
         let text = match metadata {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-            _ if !plain => Err("not a plain file".to_string()),
+            _ if !plain => Err(
+                "not a plain file (a symbolic link, a FIFO, a directory); lease \
+                                files must be plain files"
+                    .to_string(),
+            ),
             _ => open_plain()
                 .and_then(|mut file| {
                     let mut text = String::new();

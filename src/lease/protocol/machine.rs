@@ -109,6 +109,8 @@ pub(crate) struct Surveyed {
     pub(crate) worker: u64,
     pub(crate) state: NumberState,
     pub(crate) mark_unix_ms: Option<u64>,
+    /// What is wrong with a number that cannot be trusted, as the store says it.
+    pub(crate) detail: Option<String>,
 }
 
 /// A number the store handed out, with what it knows of the previous holder.
@@ -607,10 +609,15 @@ impl Machine {
                         self.try_passed(now, take, candidates, next + 1, survey);
                     }
                 }
-                // Taken (or found unusable) since the survey: the next.
-                Err(Error::LeaseRangeFull { .. }) | Ok(_) => {
+                // Taken (or found unusable) since the survey: the next. What the store
+                // said of it is what a full range reports.
+                Err(Error::LeaseRangeFull { held, unusable, .. }) => {
+                    let mut survey = survey;
+                    survey.held += held;
+                    survey.unusable.extend(unusable);
                     self.try_passed(now, take, candidates, next + 1, survey);
                 }
+                Ok(_) => self.try_passed(now, take, candidates, next + 1, survey),
                 Err(error) => self.take_failed(now, error),
             },
             (

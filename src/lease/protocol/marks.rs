@@ -96,11 +96,11 @@ pub(crate) fn survey(numbers: &[Surveyed], now_unix_ms: u64, infer_ms: u64) -> S
                 None
             }
             _ => {
-                survey.unusable.push(format!(
-                    "worker {}: {}",
-                    number.worker,
-                    number.state.as_str()
-                ));
+                survey
+                    .unusable
+                    .push(number.detail.clone().unwrap_or_else(|| {
+                        format!("worker {}: {}", number.worker, number.state.as_str())
+                    }));
                 None
             }
         };
@@ -163,6 +163,7 @@ mod tests {
                 NumberState::Held
             },
             mark_unix_ms,
+            detail: None,
         };
         let numbers = [
             number(0, true, Some(900)),
@@ -185,16 +186,19 @@ mod tests {
                 worker: 0,
                 state: NumberState::Missing,
                 mark_unix_ms: None,
+                detail: None,
             },
             Surveyed {
                 worker: 1,
                 state: NumberState::Free,
                 mark_unix_ms: Some(90_000),
+                detail: None,
             },
             Surveyed {
                 worker: 2,
                 state: NumberState::Corrupt,
                 mark_unix_ms: None,
+                detail: None,
             },
         ];
         let seen = survey(&numbers, 1_000, 60_000);

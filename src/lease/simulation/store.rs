@@ -173,6 +173,7 @@ impl Store {
                             worker,
                             state,
                             mark_unix_ms: number.mark,
+                            detail: None,
                         }
                     })
                     .collect();
