@@ -203,7 +203,9 @@ impl Shape {
             duplicate_per_mille: rng.below(20),
             delay_per_mille: rng.below(10),
             timeout_ms: 2_000,
-            fault_every_ms: 200 + rng.below(2_000),
+            // A restore or a wipe keeps the store down until the procedure: fewer faults,
+            // or a large fleet would spend its run waiting for the store.
+            fault_every_ms: 2_000 + rng.below(18_000),
             faults: Fault::ALL.to_vec(),
             // Thousands of holders: fewer IDs each, so the checker's memory stays in hand,
             // and waiting holders ask less often.
