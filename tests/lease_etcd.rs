@@ -816,33 +816,62 @@ fn a_holder_whose_last_mark_a_restore_took_away_stops_even_with_its_key_restored
 /// raised one. Found by the fleet simulator (`src/lease/simulation/`).
 #[test]
 fn a_holder_whose_mark_the_restore_step_raised_gives_its_number_up() {
-    let mut server = EtcdServer::start("restore-raised");
-    let endpoint = server.endpoint.clone();
-    let namespace = namespace("restore-raised");
-    let connect = || {
-        EtcdStore::connect(&[endpoint.as_str()], &namespace)
-            .unwrap()
-            .with_ttl(Duration::from_secs(2))
-            .unwrap()
-    };
-    let store = connect();
-    let an_hour_ago = idgen::SystemClock.now_unix_ms() - 3_600_000;
-    store.init(0..=0, 0..=0, an_hour_ago).unwrap();
-    let mut claim = store.acquire(&range("0-0")).unwrap();
-    let now = idgen::SystemClock.now_unix_ms();
-    claim.renew(now + 2_000).unwrap();
+    let mut held = HeldOnPrivateEtcd::start("restore-raised");
     // The holder is cut off here; a later holder takes the number and issues, and etcd is
     // restored from this snapshot, which knows only the first.
-    let snapshot = server.snapshot("held-then-raised.db");
-    server.restore(&snapshot);
+    let snapshot = held.server.snapshot("held-then-raised.db");
+    held.server.restore(&snapshot);
     let before = idgen::SystemClock.now_unix_ms();
-    let raised = connect().init_after_restore(0..=0, 0..=0, before).unwrap();
+    let raised = held
+        .store()
+        .init_after_restore(0..=0, 0..=0, before)
+        .unwrap();
     assert_eq!(raised, 1);
-    let renewed = claim.renew(now + 2_001);
+    let renewed = held.claim.renew(held.marked_at + 2_001);
     assert!(
         matches!(renewed, Err(Error::LeaseLost { .. })),
         "a holder went on below the mark the restore step raised: {renewed:?}"
     );
+}
+
+/// A private etcd whose namespace serves worker 0 (TTL 2 s), the number taken and marked
+/// 2 s after `marked_at`: where the restore tests below start.
+struct HeldOnPrivateEtcd {
+    server: EtcdServer,
+    namespace: String,
+    claim: Box<dyn idgen::lease::Claim>,
+    marked_at: u64,
+}
+
+impl HeldOnPrivateEtcd {
+    fn start(test: &str) -> HeldOnPrivateEtcd {
+        let server = EtcdServer::start(test);
+        let namespace = namespace(test);
+        let store = private_store(&server, &namespace);
+        let an_hour_ago = idgen::SystemClock.now_unix_ms() - 3_600_000;
+        store.init(0..=0, 0..=0, an_hour_ago).unwrap();
+        let mut claim = store.acquire(&range("0-0")).unwrap();
+        let marked_at = idgen::SystemClock.now_unix_ms();
+        claim.renew(marked_at + 2_000).unwrap();
+        HeldOnPrivateEtcd {
+            server,
+            namespace,
+            claim,
+            marked_at,
+        }
+    }
+
+    /// Another connection to the namespace.
+    fn store(&self) -> EtcdStore {
+        private_store(&self.server, &self.namespace)
+    }
+}
+
+fn private_store(server: &EtcdServer, namespace: &str) -> EtcdStore {
+    EtcdStore::connect(&[server.endpoint.as_str()], namespace)
+        .unwrap()
+        .with_ttl(Duration::from_secs(2))
+        .unwrap()
 }
 
 /// etcd 3.4's `snapshot restore` hands the same revision numbers out again: after a
@@ -853,26 +882,16 @@ fn a_holder_whose_mark_the_restore_step_raised_gives_its_number_up() {
 /// value, so it gives the number up. Found by the fleet simulator.
 #[test]
 fn a_mark_rewritten_at_the_revision_of_a_forgotten_write_is_not_taken_for_the_holders() {
-    let mut server = EtcdServer::start("restore-same-revision");
-    let endpoint = server.endpoint.clone();
-    let namespace = namespace("restore-same-revision");
-    let store = EtcdStore::connect(&[endpoint.as_str()], &namespace)
-        .unwrap()
-        .with_ttl(Duration::from_secs(2))
-        .unwrap();
-    let an_hour_ago = idgen::SystemClock.now_unix_ms() - 3_600_000;
-    store.init(0..=0, 0..=0, an_hour_ago).unwrap();
-    let mut claim = store.acquire(&range("0-0")).unwrap();
-    let now = idgen::SystemClock.now_unix_ms();
-    claim.renew(now + 2_000).unwrap();
-    let snapshot = server.snapshot("before-the-last-write.db");
-    claim.renew(now + 2_001).unwrap();
-    let mark_key = format!("{namespace}/dc/0/mark/0");
+    let mut held = HeldOnPrivateEtcd::start("restore-same-revision");
+    let endpoint = held.server.endpoint.clone();
+    let snapshot = held.server.snapshot("before-the-last-write.db");
+    held.claim.renew(held.marked_at + 2_001).unwrap();
+    let mark_key = format!("{}/dc/0/mark/0", held.namespace);
     let (_, forgotten) = etcd_revisions(&endpoint, &mark_key);
-    server.restore(&snapshot);
+    held.server.restore(&snapshot);
     // Other writes until the store is one revision short of the forgotten write, then the
     // mark raised by hand, at exactly that revision.
-    let filler = format!("{namespace}/filler");
+    let filler = format!("{}/filler", held.namespace);
     loop {
         let (revision, _) = etcd_revisions(&endpoint, &filler);
         assert!(revision < forgotten, "the restore kept revision {revision}");
@@ -881,10 +900,10 @@ fn a_mark_rewritten_at_the_revision_of_a_forgotten_write_is_not_taken_for_the_ho
         }
         etcdctl(&endpoint, &["put", &filler, "x"]);
     }
-    let raised = (now + 600_000).to_string();
+    let raised = (held.marked_at + 600_000).to_string();
     etcdctl(&endpoint, &["put", &mark_key, &raised]);
     assert_eq!(etcd_revisions(&endpoint, &mark_key).1, forgotten);
-    let renewed = claim.renew(now + 2_002);
+    let renewed = held.claim.renew(held.marked_at + 2_002);
     assert!(
         matches!(renewed, Err(Error::LeaseLost { .. })),
         "a mark raised at the revision of the holder's forgotten write passed for its own: \

@@ -792,12 +792,34 @@ impl Machine {
             };
             return;
         }
-        match survey.nearest {
+        // An inferred mark too far ahead is still taken, and given back with it: written
+        // down, it passes in time.
+        let too_far_fails = !survey.nearest_inferred;
+        self.take_nearest(
+            now,
+            take,
+            survey.nearest,
+            too_far_fails,
+            survey.held,
+            survey.unusable,
+        );
+    }
+
+    /// Takes the number whose mark passes first, `(mark, worker)`, if it passes within the
+    /// startup wait (or regardless, unless `too_far_fails`); with none, the range is full.
+    fn take_nearest(
+        &mut self,
+        now: Now,
+        take: Take,
+        nearest: Option<(u64, u64)>,
+        too_far_fails: bool,
+        held: u64,
+        unusable: Vec<String>,
+    ) {
+        match nearest {
             Some((mark, worker)) => {
-                // An inferred mark too far ahead is still taken, and given back with it:
-                // written down, it passes in time.
                 let wait = wait_ms(Some(mark), now.unix_ms);
-                if wait > self.settings.startup_wait_ms && !survey.nearest_inferred {
+                if wait > self.settings.startup_wait_ms && too_far_fails {
                     return self.take_failed(now, Error::ClockBehindMark { behind_ms: wait });
                 }
                 self.phase = Phase::TakingNearest { take, worker };
@@ -806,8 +828,8 @@ impl Machine {
                 now,
                 Error::LeaseRangeFull {
                     range: self.range.to_string(),
-                    held: survey.held,
-                    unusable: survey.unusable,
+                    held,
+                    unusable,
                 },
             ),
         }
@@ -844,23 +866,8 @@ impl Machine {
             };
             return;
         }
-        match nearest {
-            Some((worker, mark)) => {
-                let wait = wait_ms(Some(mark), now.unix_ms);
-                if wait > self.settings.startup_wait_ms {
-                    return self.take_failed(now, Error::ClockBehindMark { behind_ms: wait });
-                }
-                self.phase = Phase::TakingNearest { take, worker };
-            }
-            None => self.take_failed(
-                now,
-                Error::LeaseRangeFull {
-                    range: self.range.to_string(),
-                    held,
-                    unusable,
-                },
-            ),
-        }
+        let nearest = nearest.map(|(worker, mark)| (mark, worker));
+        self.take_nearest(now, take, nearest, true, held, unusable);
     }
 
     /// The number taken, checked to be of the range, with its previous mark (inferred
@@ -1061,23 +1068,7 @@ impl Machine {
             // The layout check has tries of its own; the taking's count starts after it.
             Phase::Binding(take) if !self.ever_usable => {
                 self.bind_failures += 1;
-                let attempt = self.bind_failures;
-                let retry = matches!(error, Error::LeaseStore { .. })
-                    && attempt < self.settings.take_attempts;
-                if retry {
-                    self.notes.push_back(Note::TakeRetried { error });
-                    self.phase = Phase::Start {
-                        attempt: take.attempt,
-                        at_mono_ms: now.mono_ms.saturating_add(take_pause(attempt)),
-                    };
-                } else {
-                    self.notes.push_back(Note::TakeFailed {
-                        error: error.clone(),
-                        after_loss: false,
-                    });
-                    self.phase = Phase::Failed(error);
-                }
-                return;
+                return self.retry_or_fail(now, error, self.bind_failures, take.attempt);
             }
             Phase::Binding(take)
             | Phase::Raising(take)
@@ -1119,12 +1110,19 @@ impl Machine {
                 at_mono_ms: now.mono_ms.saturating_add(self.retry_ms),
             };
             self.back_off();
-        } else if matches!(error, Error::LeaseStore { .. }) && attempt < self.settings.take_attempts
-        {
+        } else {
+            self.retry_or_fail(now, error, attempt, attempt + 1);
+        }
+    }
+
+    /// A first taking's `failures`th failed try: tried again (as try `next`) after a pause
+    /// when the store failed and tries are left, else the taking fails.
+    fn retry_or_fail(&mut self, now: Now, error: Error, failures: u32, next: u32) {
+        if matches!(error, Error::LeaseStore { .. }) && failures < self.settings.take_attempts {
             self.notes.push_back(Note::TakeRetried { error });
             self.phase = Phase::Start {
-                attempt: attempt + 1,
-                at_mono_ms: now.mono_ms.saturating_add(take_pause(attempt)),
+                attempt: next,
+                at_mono_ms: now.mono_ms.saturating_add(take_pause(failures)),
             };
         } else {
             self.notes.push_back(Note::TakeFailed {
