@@ -905,9 +905,47 @@ fn a_mark_rewritten_at_the_revision_of_a_forgotten_write_is_not_taken_for_the_ho
     assert_eq!(etcd_revisions(&endpoint, &mark_key).1, forgotten);
     let renewed = held.claim.renew(held.marked_at + 2_002);
     assert!(
-        matches!(renewed, Err(Error::LeaseLost { .. })),
+        matches!(renewed, Err(Error::LeaseStoreRestored { .. })),
         "a mark raised at the revision of the holder's forgotten write passed for its own: \
          {renewed:?}"
+    );
+}
+
+/// A renewal whose answer never came may still have been written: the mark key then holds
+/// a value of the holder's own, above its last confirmed mark. That is not a mark raised
+/// by someone else, and the holder keeps its number.
+#[test]
+fn a_mark_written_by_a_renewal_whose_answer_was_lost_is_the_holders_own() {
+    let server = EtcdServer::start("lost-answer");
+    let namespace = namespace("lost-answer");
+    // A TTL that outlasts a request's timeout while etcd is stopped.
+    let store = EtcdStore::connect(&[server.endpoint.as_str()], &namespace)
+        .unwrap()
+        .with_ttl(Duration::from_secs(10))
+        .unwrap();
+    store
+        .init(0..=0, 0..=0, idgen::SystemClock.now_unix_ms() - 3_600_000)
+        .unwrap();
+    let mut claim = store.acquire(&range("0-0")).unwrap();
+    let now = idgen::SystemClock.now_unix_ms();
+    claim.renew(now + 10_000).unwrap();
+    server.signal("STOP");
+    let unanswered = claim.renew(now + 10_001);
+    server.signal("CONT");
+    assert!(
+        matches!(unanswered, Err(Error::LeaseStore { .. })),
+        "{unanswered:?}"
+    );
+    // What that renewal leaves behind had it been written, and only its answer lost.
+    let mark_key = format!("{namespace}/dc/0/mark/0");
+    etcdctl(
+        &server.endpoint,
+        &["put", &mark_key, &(now + 10_001).to_string()],
+    );
+    let renewed = claim.renew(now + 10_002);
+    assert!(
+        renewed.is_ok(),
+        "a holder lost its number to its own write: {renewed:?}"
     );
 }
 

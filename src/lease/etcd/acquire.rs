@@ -111,12 +111,22 @@ impl LeaseStore for EtcdStore {
         let datacenter = range.datacenter();
         let holders = format!("{}dc/{datacenter}/holder/", self.prefix);
         let marks = format!("{}dc/{datacenter}/mark/", self.prefix);
-        // (initialised, holders: worker -> (value, lease), marks: worker -> value, revision)
-        type Listed = (bool, Vec<(u64, String, i64)>, Vec<(u64, String)>, i64);
-        let (initialised, held, marked, revision): Listed = self.run(async {
+        // (the store key's value, holders: worker -> (value, lease), marks: worker -> value,
+        // the revision of the first answer)
+        type Listed = (
+            Option<String>,
+            Vec<(u64, String, i64)>,
+            Vec<(u64, String)>,
+            Option<i64>,
+        );
+        let before = self.connection.newest();
+        let (store_value, held, marked, revision): Listed = self.run(async {
             let got = timed(client.get(store_key.as_str(), None)).await?;
-            let initialised = !got.kvs().is_empty();
-            let revision = got.header().map_or(0, |header| header.revision());
+            let store_value = got
+                .kvs()
+                .first()
+                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned());
+            let revision = got.header().map(|header| header.revision());
             let mut listed = Vec::new();
             for prefix in [&holders, &marks] {
                 let got = timed(client.get(prefix.as_str(), Some(GetOptions::new().with_prefix())))
@@ -142,18 +152,23 @@ impl LeaseStore for EtcdStore {
                 .map(|(worker, value, _)| (worker, value))
                 .collect();
             Ok((
-                initialised,
+                store_value,
                 listed.pop().unwrap_or_default(),
                 marked,
                 revision,
             ))
         })?;
-        // A process that only surveys while it waits for a number (every number held)
-        // must still know how far the store got: a restore that takes the revision back
-        // is then refused at the claim (see `Connection::check_not_gone_back`).
-        self.connection.saw(revision);
-        if !initialised {
+        let Some(store_value) = store_value else {
             return Err(self.uninitialised());
+        };
+        // As at an acquire: a process that only surveys while it waits for a number (every
+        // number held) finds a restore too, and a namespace marked restored is refused.
+        if restore_found_ms(&store_value).is_some() {
+            return Err(self.connection.restored_error());
+        }
+        if let Some(revision) = revision {
+            self.connection
+                .check_not_gone_back(before, revision, &store_value)?;
         }
         Ok(range
             .workers()
@@ -363,6 +378,7 @@ impl LeaseStore for EtcdStore {
                 confirmed_unix_ms: claimed_at,
                 mark_revision: 0,
                 written_unix_ms: 0,
+                unconfirmed: Vec::new(),
                 previous,
                 unknown,
             }));

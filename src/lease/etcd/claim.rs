@@ -38,11 +38,21 @@ pub(super) struct EtcdClaim {
     pub(super) mark_revision: i64,
     /// The last mark the store confirmed for this claim; 0 before its first write.
     pub(super) written_unix_ms: u64,
+    /// Marks sent since that write whose answers never came (they may have landed).
+    pub(super) unconfirmed: Vec<u64>,
     pub(super) previous: Option<u64>,
     pub(super) unknown: bool,
 }
 
 impl EtcdClaim {
+    fn our_mark(&self) -> OurMark {
+        OurMark {
+            revision: self.mark_revision,
+            written: self.written_unix_ms,
+            unconfirmed: self.unconfirmed.clone(),
+        }
+    }
+
     fn lost(&self) -> Error {
         Error::LeaseLost {
             datacenter: self.datacenter,
@@ -75,8 +85,9 @@ impl EtcdClaim {
         claim: &Ours,
         mark_unix_ms: u64,
         delete_holder: bool,
-        (mark_revision, written_unix_ms): (i64, u64),
+        last: &OurMark,
     ) -> Result<MarkWrite, String> {
+        let (mark_revision, written_unix_ms) = (last.revision, last.written);
         let mut then = vec![TxnOp::put(
             claim.mark_key.as_str(),
             mark_unix_ms.to_string(),
@@ -106,25 +117,32 @@ impl EtcdClaim {
             return Ok(MarkWrite::Written(revision_of(&response)));
         }
         let evidence = Evidence::of(&response);
-        if evidence.went_back(mark_revision) || claim.forgotten(client).await? {
+        if evidence.went_back(last) || claim.forgotten(client).await? {
             return Ok(MarkWrite::Restored(evidence.store_value));
         }
         if !evidence.holder_is(claim) {
             return Ok(MarkWrite::Lost);
         }
-        // Still ours, but the mark key was deleted or rewritten since our last write. Raised
-        // above our own last mark, it was raised by someone else: `init --after-restore`,
-        // after a restore that forgot a later holder of this number, which may go on
-        // issuing up to it. Going on would issue below it, so the number is given up (and
-        // another taken, after the wait). Found by the fleet simulator. Deleted, or
-        // rewritten lower (by hand): ours to write again.
+        // Still ours, but the mark key was deleted or rewritten since our last confirmed
+        // write. Raised above our own marks, it was raised by someone else: `init
+        // --after-restore`, after a restore that forgot a later holder of this number,
+        // which may go on issuing up to it. Going on would issue below it, so the number is
+        // given up (and another taken, after the wait). Found by the fleet simulator.
+        // Deleted, rewritten lower (by hand), or a write of ours whose answer was lost:
+        // ours to write again, if nobody writes it meanwhile.
         if evidence
             .mark_value
-            .is_some_and(|value| value > written_unix_ms)
+            .is_some_and(|value| !last.may_be_ours(value))
         {
             return Ok(MarkWrite::Lost);
         }
-        let txn = Txn::new().when(ours).and_then(then);
+        let mut when = ours;
+        when.push(Compare::mod_revision(
+            claim.mark_key.as_str(),
+            CompareOp::Equal,
+            evidence.mark_revision.unwrap_or(0),
+        ));
+        let txn = Txn::new().when(when).and_then(then);
         let response = timed(client.txn(txn)).await?;
         Ok(if response.succeeded() {
             MarkWrite::Written(revision_of(&response))
@@ -143,9 +161,10 @@ impl EtcdClaim {
         client: &mut Client,
         claim: &Ours,
         ttl_secs: i64,
-        (mark_revision, written_unix_ms): (i64, u64),
+        last: &OurMark,
         mark_unix_ms: u64,
     ) -> Result<MarkWrite, String> {
+        let (mark_revision, written_unix_ms) = (last.revision, last.written);
         let options = LeaseGrantOptions::new().with_id(claim.lease);
         match timed(client.lease_grant(ttl_secs, Some(options))).await {
             Ok(_) => {}
@@ -155,7 +174,7 @@ impl EtcdClaim {
                 // keep, without writing). Lost only once it wrote a mark.
                 let txn = Txn::new().and_then(claim.evidence());
                 let evidence = Evidence::of(&timed(client.txn(txn)).await?);
-                if evidence.went_back(mark_revision) || claim.forgotten(client).await? {
+                if evidence.went_back(last) || claim.forgotten(client).await? {
                     return Ok(MarkWrite::Restored(evidence.store_value));
                 }
                 if evidence.mark_revision == Some(mark_revision)
@@ -190,7 +209,7 @@ impl EtcdClaim {
         }
         timed(client.lease_revoke(claim.lease)).await?;
         let evidence = Evidence::of(&response);
-        if evidence.went_back(mark_revision) || claim.forgotten(client).await? {
+        if evidence.went_back(last) || claim.forgotten(client).await? {
             return Ok(MarkWrite::Restored(evidence.store_value));
         }
         Ok(MarkWrite::Lost)
@@ -248,6 +267,23 @@ impl Ours {
             TxnOp::get(self.mark_key.as_str(), None),
             TxnOp::get(self.store_key.as_str(), None),
         ]
+    }
+}
+
+/// What a claim knows of its own writes of the mark key: the last one confirmed (its
+/// revision, 0 before the first, and value), and the values of writes sent since whose
+/// answers never came (they may have landed).
+#[derive(Debug, Clone, Default)]
+pub(super) struct OurMark {
+    pub(super) revision: i64,
+    pub(super) written: u64,
+    pub(super) unconfirmed: Vec<u64>,
+}
+
+impl OurMark {
+    /// Whether `value`, found in the mark key, may be a write of ours.
+    fn may_be_ours(&self, value: u64) -> bool {
+        value <= self.written || self.unconfirmed.contains(&value)
     }
 }
 
@@ -318,12 +354,18 @@ impl Evidence {
     /// Whether the store is older than our last confirmed write at `mark_revision`: its
     /// revision below it, or our mark key changed last before it. Neither can happen
     /// while the store only moves forward; a snapshot restore does both.
-    fn went_back(&self, mark_revision: i64) -> bool {
+    fn went_back(&self, last: &OurMark) -> bool {
+        let mark_revision = last.revision;
         mark_revision != 0
             && (self.revision < mark_revision
                 || self
                     .mark_revision
-                    .is_some_and(|changed| changed < mark_revision))
+                    .is_some_and(|changed| changed < mark_revision)
+                // At the very revision of our last write, but another value: in a store
+                // that only moves forward a revision never changes its value; a restore
+                // hands revision numbers out again.
+                || (self.mark_revision == Some(mark_revision)
+                    && self.mark_value != Some(last.written)))
     }
 
     fn holder_is(&self, claim: &Ours) -> bool {
@@ -357,7 +399,14 @@ impl Claim for EtcdClaim {
         let mut client = self.connection.client();
         let ours = self.ours(lease);
         let (ttl_secs, mark_revision) = (self.ttl_secs, self.mark_revision);
-        let written = self.written_unix_ms;
+        let last = self.our_mark();
+        // If its answer is lost, this write may still land: a value it leaves in the mark
+        // key is ours. (Kept within bounds through a long outage: forgetting the oldest
+        // only costs the number, should exactly that one have landed.)
+        if self.unconfirmed.len() >= 256 {
+            self.unconfirmed.remove(0);
+        }
+        self.unconfirmed.push(mark_unix_ms);
         let sent_unix_ms = wall_unix_ms();
         let written = self.connection.run(async move {
             let kept = async {
@@ -379,14 +428,8 @@ impl Claim for EtcdClaim {
                 if mark_revision == 0 {
                     return Ok(MarkWrite::Lost);
                 }
-                let taken = EtcdClaim::take_back(
-                    &mut client,
-                    &ours,
-                    ttl_secs,
-                    (mark_revision, written),
-                    mark_unix_ms,
-                )
-                .await?;
+                let taken =
+                    EtcdClaim::take_back(&mut client, &ours, ttl_secs, &last, mark_unix_ms).await?;
                 if let MarkWrite::TakenBack(_) = taken {
                     log::info!(
                         "idgen: etcd key {}: the lease ran out while etcd was unreachable; \
@@ -396,20 +439,14 @@ impl Claim for EtcdClaim {
                 }
                 return Ok(taken);
             }
-            EtcdClaim::write_mark(
-                &mut client,
-                &ours,
-                mark_unix_ms,
-                false,
-                (mark_revision, written),
-            )
-            .await
+            EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, false, &last).await
         })?;
         match written {
             MarkWrite::Written(revision) => {
                 self.connection.saw(revision);
                 self.mark_revision = revision;
                 self.written_unix_ms = mark_unix_ms;
+                self.unconfirmed.clear();
                 self.confirmed_unix_ms = sent_unix_ms;
                 self.lease = Some(self.number_lease);
                 Ok(())
@@ -418,6 +455,7 @@ impl Claim for EtcdClaim {
                 self.connection.saw(revision);
                 self.mark_revision = revision;
                 self.written_unix_ms = mark_unix_ms;
+                self.unconfirmed.clear();
                 self.claim_revision = revision;
                 self.confirmed_unix_ms = sent_unix_ms;
                 self.lease = Some(self.number_lease);
@@ -441,7 +479,7 @@ impl Claim for EtcdClaim {
         let mut client = self.connection.client();
         let ours = self.ours(lease);
         let (wrote, previous) = (self.mark_revision != 0, self.previous.unwrap_or(0));
-        let (mark_revision, written) = (self.mark_revision, self.written_unix_ms);
+        let last = self.our_mark();
         let restored = self.connection.run(async move {
             if !wrote && mark_unix_ms <= previous {
                 // Never used (a number looked at and given back): the mark stays exactly as
@@ -459,15 +497,7 @@ impl Claim for EtcdClaim {
             }
             // Revoke only a lease proven ours: the number's lease ID may have passed to a
             // successor after ours ran out.
-            match EtcdClaim::write_mark(
-                &mut client,
-                &ours,
-                mark_unix_ms,
-                true,
-                (mark_revision, written),
-            )
-            .await?
-            {
+            match EtcdClaim::write_mark(&mut client, &ours, mark_unix_ms, true, &last).await? {
                 MarkWrite::Written(_) | MarkWrite::TakenBack(_) => {
                     timed(client.lease_revoke(lease)).await?;
                     Ok(None)

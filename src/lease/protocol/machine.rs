@@ -233,10 +233,12 @@ enum Phase {
         held: u64,
         unusable: Vec<String>,
     },
-    /// Asking for the number whose mark passes first.
+    /// Asking for the number whose mark passes first; with a survey, the marks after it
+    /// (tried next if it is taken meanwhile, or cannot be used).
     TakingNearest {
         take: Take,
         worker: u64,
+        rest: Option<Survey>,
     },
     /// Writing the first mark.
     Marking {
@@ -583,8 +585,12 @@ impl Machine {
                 let survey = survey(&numbers, now.unix_ms, take.infer_ms);
                 self.try_passed(now, take, candidates, 0, survey);
             }
-            // A store that cannot survey (or failed to): ask for each number in turn.
-            (Phase::Surveying(take), _) => self.scan_from(take, self.first_worker()),
+            // A store that cannot survey (or failed to): ask for each number in turn. One
+            // that refuses (restored, not initialised) refuses the taking.
+            (Phase::Surveying(take), Err(Error::LeaseStore { .. }) | Ok(_)) => {
+                self.scan_from(take, self.first_worker());
+            }
+            (Phase::Surveying(_), Err(error)) => self.take_failed(now, error),
             (
                 Phase::TryingPassed {
                     take,
@@ -604,8 +610,12 @@ impl Machine {
                         });
                         self.mark(now, take, taken);
                     } else {
-                        // Used and given back since the survey: leave it as it is now.
-                        self.give_back(taken.worker, taken.previous.unwrap_or(0));
+                        // Used and given back since the survey: leave it as it is now, and
+                        // count it with the marks ahead.
+                        let previous = taken.previous.unwrap_or(0);
+                        self.give_back(taken.worker, previous);
+                        let mut survey = survey;
+                        survey.add_ahead(previous, taken.worker);
                         self.try_passed(now, take, candidates, next + 1, survey);
                     }
                 }
@@ -678,9 +688,26 @@ impl Machine {
                 });
                 self.mark(now, take, taken);
             }
-            (Phase::TakingNearest { take, .. }, Err(Error::LeaseRangeFull { unusable, .. }))
-                if take.scans >= SCANS =>
-            {
+            // Taken since the survey, or one the store cannot use: the next mark ahead, and
+            // what the store said of this one counts toward a full range.
+            (
+                Phase::TakingNearest {
+                    take,
+                    rest: Some(mut survey),
+                    ..
+                },
+                Err(Error::LeaseRangeFull { held, unusable, .. }),
+            ) => {
+                survey.held += held;
+                survey.unusable.extend(unusable);
+                self.take_next_ahead(now, take, survey);
+            }
+            (
+                Phase::TakingNearest {
+                    take, rest: None, ..
+                },
+                Err(Error::LeaseRangeFull { unusable, .. }),
+            ) if take.scans >= SCANS => {
                 // Said of the range asked for, not of the one number tried last.
                 let range = self.range;
                 self.take_failed(
@@ -692,14 +719,9 @@ impl Machine {
                     },
                 );
             }
-            // Taken since the survey or the scan: look again.
-            (Phase::TakingNearest { mut take, .. }, Err(Error::LeaseRangeFull { .. })) => {
-                if take.surveyed {
-                    take.scans += 1;
-                    self.phase = Phase::Surveying(take);
-                } else {
-                    self.scan_from(take, self.first_worker());
-                }
+            // Taken since the scan: scan again.
+            (Phase::TakingNearest { take, .. }, Err(Error::LeaseRangeFull { .. })) => {
+                self.scan_from(take, self.first_worker());
             }
             (Phase::TakingNearest { .. }, Ok(_)) => self.take_failed(now, unexpected()),
             (Phase::Marking { take, taken, mark }, Ok(_)) => self.marked(now, take, taken, mark),
@@ -792,44 +814,30 @@ impl Machine {
             };
             return;
         }
-        // An inferred mark too far ahead is still taken, and given back with it: written
-        // down, it passes in time.
-        let too_far_fails = !survey.nearest_inferred;
-        self.take_nearest(
-            now,
-            take,
-            survey.nearest,
-            too_far_fails,
-            survey.held,
-            survey.unusable,
-        );
+        self.take_next_ahead(now, take, survey);
     }
 
-    /// Takes the number whose mark passes first, `(mark, worker)`, if it passes within the
-    /// startup wait (or regardless, unless `too_far_fails`); with none, the range is full.
-    fn take_nearest(
-        &mut self,
-        now: Now,
-        take: Take,
-        nearest: Option<(u64, u64)>,
-        too_far_fails: bool,
-        held: u64,
-        unusable: Vec<String>,
-    ) {
-        match nearest {
-            Some((mark, worker)) => {
+    /// Takes the survey's nearest mark ahead not tried yet; with none, the range is full.
+    /// An inferred mark too far ahead is still taken, and given back with it: written
+    /// down, it passes in time.
+    fn take_next_ahead(&mut self, now: Now, take: Take, mut survey: Survey) {
+        match survey.take_nearest() {
+            Some((mark, worker, inferred)) => {
                 let wait = wait_ms(Some(mark), now.unix_ms);
-                if wait > self.settings.startup_wait_ms && too_far_fails {
+                if wait > self.settings.startup_wait_ms && !inferred {
                     return self.take_failed(now, Error::ClockBehindMark { behind_ms: wait });
                 }
-                self.phase = Phase::TakingNearest { take, worker };
+                // A scan looks again when the number is taken meanwhile; a survey tries
+                // its next mark ahead.
+                let rest = take.surveyed.then_some(survey);
+                self.phase = Phase::TakingNearest { take, worker, rest };
             }
             None => self.take_failed(
                 now,
                 Error::LeaseRangeFull {
                     range: self.range.to_string(),
-                    held,
-                    unusable,
+                    held: survey.held,
+                    unusable: survey.unusable,
                 },
             ),
         }
@@ -866,8 +874,12 @@ impl Machine {
             };
             return;
         }
-        let nearest = nearest.map(|(worker, mark)| (mark, worker));
-        self.take_nearest(now, take, nearest, true, held, unusable);
+        // The scan's nearest, as a survey of one number ahead.
+        let mut survey = Survey::counted(held, unusable);
+        if let Some((worker, mark)) = nearest {
+            survey.add_ahead(mark, worker);
+        }
+        self.take_next_ahead(now, take, survey);
     }
 
     /// The number taken, checked to be of the range, with its previous mark (inferred
@@ -1093,7 +1105,8 @@ impl Machine {
         let error = match (taken, error) {
             (Some(taken), Error::LeaseLost { .. }) => Error::LeaseStore {
                 reason: format!(
-                    "worker {} of datacenter {} was lost while it was being taken (its claim                      ran out during the wait for the previous holder's mark)",
+                    "worker {} of datacenter {} was lost while it was being taken; another \
+                     is taken",
                     taken.worker, taken.datacenter
                 ),
             },

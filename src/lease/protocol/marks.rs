@@ -63,21 +63,41 @@ pub(crate) fn passed_by_mark(numbers: &[Surveyed], now_unix_ms: u64) -> Vec<u64>
     passed.into_iter().map(|(_, worker)| worker).collect()
 }
 
-/// What a survey says beyond the numbers whose mark passed: the nearest mark ahead, and
-/// why the others cannot be taken.
+/// What a survey says beyond the numbers whose mark passed: the free numbers whose mark
+/// is ahead, nearest first, and why the others cannot be taken.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Survey {
-    /// The free number whose mark passes first (equal marks: the lowest number), as
-    /// `(mark, worker)`; a number whose history was lost counts with its mark inferred
-    /// `infer_ms` from now.
-    pub(crate) nearest: Option<(u64, u64)>,
-    /// The nearest mark is inferred (the number's history was lost): only taking the
-    /// number writes it down, so that it stops moving ahead with the clock.
-    pub(crate) nearest_inferred: bool,
+    /// `(mark, worker, inferred)`, the nearest last: a number whose history was lost counts
+    /// with its mark inferred a horizon from now (only taking the number writes it down,
+    /// so that it stops moving ahead with the clock).
+    ahead: Vec<(u64, u64, bool)>,
     /// Numbers held by live processes.
     pub(crate) held: u64,
     /// Numbers that cannot be trusted, and why.
     pub(crate) unusable: Vec<String>,
+}
+
+impl Survey {
+    /// Nothing ahead yet; `held` numbers held, `unusable` ones not to be trusted.
+    pub(crate) fn counted(held: u64, unusable: Vec<String>) -> Survey {
+        Survey {
+            ahead: Vec::new(),
+            held,
+            unusable,
+        }
+    }
+
+    /// A number found with its mark ahead after the survey (used and given back since).
+    pub(crate) fn add_ahead(&mut self, mark: u64, worker: u64) {
+        self.ahead.retain(|&(_, other, _)| other != worker);
+        self.ahead.push((mark, worker, false));
+        self.ahead.sort_unstable_by(|a, b| b.cmp(a));
+    }
+
+    /// The nearest mark ahead not tried yet, as `(mark, worker, inferred)`.
+    pub(crate) fn take_nearest(&mut self) -> Option<(u64, u64, bool)> {
+        self.ahead.pop()
+    }
 }
 
 /// The [`Survey`] of `numbers` on a clock reading `now_unix_ms`.
@@ -105,13 +125,10 @@ pub(crate) fn survey(numbers: &[Surveyed], now_unix_ms: u64, infer_ms: u64) -> S
             }
         };
         if let Some((mark, inferred)) = ahead {
-            let candidate = (mark, number.worker);
-            if survey.nearest.is_none_or(|nearest| candidate < nearest) {
-                survey.nearest = Some(candidate);
-                survey.nearest_inferred = inferred;
-            }
+            survey.ahead.push((mark, number.worker, inferred));
         }
     }
+    survey.ahead.sort_unstable_by(|a, b| b.cmp(a));
     survey
 }
 
@@ -174,9 +191,10 @@ mod tests {
             number(5, true, Some(100)),
         ];
         assert_eq!(passed_by_mark(&numbers, 1_000), vec![4, 2, 5, 0]);
-        let seen = survey(&numbers, 1_000, 60_000);
-        assert_eq!(seen.nearest, Some((5_000, 3)));
+        let mut seen = survey(&numbers, 1_000, 60_000);
         assert_eq!(seen.held, 1);
+        assert_eq!(seen.take_nearest(), Some((5_000, 3, false)));
+        assert_eq!(seen.take_nearest(), None);
     }
 
     #[test]
@@ -201,9 +219,11 @@ mod tests {
                 detail: None,
             },
         ];
-        let seen = survey(&numbers, 1_000, 60_000);
-        assert_eq!(seen.nearest, Some((61_000, 0)));
-        assert!(seen.nearest_inferred);
+        let mut seen = survey(&numbers, 1_000, 60_000);
+        seen.add_ahead(30_000, 5);
+        assert_eq!(seen.take_nearest(), Some((30_000, 5, false)));
+        assert_eq!(seen.take_nearest(), Some((61_000, 0, true)));
+        assert_eq!(seen.take_nearest(), Some((90_000, 1, false)));
         assert_eq!(seen.unusable, vec!["worker 2: corrupt".to_string()]);
     }
 }

@@ -92,6 +92,8 @@ pub(super) struct Holder {
     pub(super) generator: Option<Generator<SimClock>>,
     clock: SimClock,
     claim: Option<(u64, Token)>,
+    /// Marks sent for the claim since its last confirmed write.
+    unconfirmed: Vec<u64>,
     pub(super) outstanding: Option<Outstanding>,
     next_request: u64,
     newest_revision: u64,
@@ -134,6 +136,7 @@ impl Holder {
             generator: None,
             clock: SimClock::default(),
             claim: None,
+            unconfirmed: Vec::new(),
             outstanding: None,
             next_request: 0,
             newest_revision: 0,
@@ -248,6 +251,9 @@ impl Holder {
             let id = self.next_request;
             self.next_request += 1;
             let store_request = self.store_request(&request)?;
+            if let Request::Renew { mark_unix_ms, .. } = request {
+                self.unconfirmed.push(mark_unix_ms);
+            }
             self.outstanding = Some(Outstanding {
                 id,
                 request,
@@ -281,6 +287,7 @@ impl Holder {
                 worker,
                 mark: mark_unix_ms,
                 claim: token(worker)?,
+                unconfirmed: self.unconfirmed.clone(),
             },
             Request::Release {
                 worker,
@@ -289,6 +296,7 @@ impl Holder {
                 worker,
                 mark: mark_unix_ms,
                 claim: token(worker)?,
+                unconfirmed: self.unconfirmed.clone(),
             },
             Request::Forget { .. } => return None,
         })
@@ -328,6 +336,7 @@ impl Holder {
                 match (&outstanding.request, answer.token, &answer.result) {
                     (Request::Acquire { worker }, Some(token), Ok(_)) => {
                         self.claim = Some((*worker, token));
+                        self.unconfirmed.clear();
                         self.confirmed.remove(worker);
                     }
                     (
@@ -339,6 +348,7 @@ impl Holder {
                         Ok(_),
                     ) => {
                         self.claim = Some((*worker, token));
+                        self.unconfirmed.clear();
                         self.confirmed.insert(*worker, *mark_unix_ms);
                     }
                     _ => {}

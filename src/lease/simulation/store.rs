@@ -27,11 +27,14 @@ pub(super) enum StoreRequest {
         worker: u64,
         mark: u64,
         claim: Token,
+        /// Marks the claim sent since its last confirmed write (their answers lost).
+        unconfirmed: Vec<u64>,
     },
     Release {
         worker: u64,
         mark: u64,
         claim: Token,
+        unconfirmed: Vec<u64>,
     },
 }
 
@@ -209,12 +212,14 @@ impl Store {
                 worker,
                 mark,
                 claim,
-            } => self.write(worker, mark, claim, now_ms, false, waiting),
+                ref unconfirmed,
+            } => self.write(worker, mark, claim, unconfirmed, now_ms, (false, waiting)),
             StoreRequest::Release {
                 worker,
                 mark,
                 claim,
-            } => self.write(worker, mark, claim, now_ms, true, waiting),
+                ref unconfirmed,
+            } => self.write(worker, mark, claim, unconfirmed, now_ms, (true, waiting)),
         };
         StoreAnswer {
             revision: self.revision,
@@ -234,13 +239,18 @@ impl Store {
         worker: u64,
         mark: u64,
         claim: Token,
+        unconfirmed: &[u64],
         now_ms: u64,
-        release: bool,
-        waiting: Waiting,
+        (release, waiting): (bool, Waiting),
     ) -> (Result<Answer, Error>, Option<Token>) {
-        // The store is older than the claim's own last write: it was restored from a
-        // snapshot (the etcd claim finds this when its write's revision check fails).
-        if claim.last_write_revision > self.revision {
+        let number = &self.numbers[worker as usize];
+        // The store is older than the claim's own last write, or holds another value at
+        // its very revision: it was restored from a snapshot (the etcd claim finds this
+        // when its write's check fails).
+        let reused = claim.wrote
+            && number.mark_revision == claim.last_write_revision
+            && number.mark != Some(claim.written_mark);
+        if claim.last_write_revision > self.revision || reused {
             return (
                 Err(Error::LeaseStoreRestored {
                     store: "simulated".to_string(),
@@ -258,7 +268,9 @@ impl Store {
             && (!claim.wrote || number.mark == Some(claim.written_mark));
         // A mark key deleted, or rewritten no higher than the claim's own last mark, is
         // written again; one raised above it (by the procedure after a restore) is not.
-        let rewritable = number.mark.is_none_or(|mark| mark <= claim.written_mark);
+        let rewritable = number
+            .mark
+            .is_none_or(|mark| mark <= claim.written_mark || unconfirmed.contains(&mark));
         let ours = if live {
             // The keep-alive succeeds (it may be a successor's lease: same ID), and the
             // write checks the holder key holds this claim's token.

@@ -577,10 +577,11 @@ impl<'a> World<'a> {
     /// as that number so far: the direct form of what a successor relies on.
     fn check_mark_write(&mut self, holder: u32, incarnation: u32, request: &StoreRequest) {
         let (StoreRequest::Renew { worker, mark, .. } | StoreRequest::Release { worker, mark, .. }) =
-            *request
+            request
         else {
             return;
         };
+        let (worker, mark) = (*worker, *mark);
         let held = &self.holders[holder as usize];
         if held.incarnation != incarnation {
             return;
