@@ -214,6 +214,8 @@ pub mod lease;
 pub mod loom_hooks;
 #[cfg(all(not(idgen_loom), feature = "opaque"))]
 pub mod opaque;
+#[cfg(all(not(idgen_loom), feature = "postgres"))]
+mod postgres_session;
 mod snowflake;
 #[cfg(not(idgen_loom))]
 mod store_files;

@@ -24,7 +24,8 @@
 //!
 //! - `store.rs`, `range.rs`: the store trait every backend implements, and the range of
 //!   numbers a process may take.
-//! - `file/`: the embedded store, a directory on one host; `etcd/`: the fleet store.
+//! - `file/`: the embedded store, a directory on one host; `etcd/` and `postgres/`: the
+//!   fleet stores; `records.rs`: the text forms both write (marks, restore markers, tokens).
 //! - `protocol/`: the protocol itself as a pure state machine (which number to take, how
 //!   long to wait for its previous mark, which marks to write, what an outage, a loss and a
 //!   release do); `driver.rs` runs it on a real store, `keeper.rs` on one thread for every
@@ -45,8 +46,12 @@ mod file;
 pub(crate) use file::fuzz_read as fuzz_read_files;
 mod keeper;
 mod leased;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod protocol;
 mod range;
+#[cfg(any(feature = "etcd", feature = "postgres"))]
+mod records;
 #[cfg(test)]
 mod simulation;
 mod stats;
@@ -63,6 +68,8 @@ pub use file::{
     FILE_STORE_DEFAULT_TTL, FILE_STORE_MAX_TTL, FileStore, default_lease_dir, legacy_lease_dir,
 };
 pub use leased::{LeasedBuilder, LeasedGenerator, LeasedShardedGenerator};
+#[cfg(feature = "postgres")]
+pub use postgres::{POSTGRES_DEFAULT_OUTAGE_HORIZON, POSTGRES_DEFAULT_TTL, PostgresStore};
 pub use range::WorkerRange;
 pub use stats::{LeaseState, LeaseStats};
 pub use store::{Claim, LeaseStore, NumberRecord, NumberState};

@@ -1,0 +1,352 @@
+//! [`PostgresStore`]: connecting, its settings, the namespace check every acquire and
+//! survey makes, and the `init` steps that write the rows. Uses `schema` and `verdict`.
+
+use std::fmt;
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::schema::{
+    self, COUNT_ROWS, CREATE_NAMESPACE, HORIZON, MARK_RESTORE_FOUND, NAMESPACE, RAISE_MARKS,
+    RESET_NAMESPACE, WRITE_MISSING,
+};
+use super::verdict::{self, Namespace, NamespaceRow};
+use crate::Error;
+use crate::lease::records::{AFTER_RESTORE, RESTORE_FOUND, namespace_prefix, wall_unix_ms};
+use crate::lease::{LeaseStore, MAX_OUTAGE_HORIZON};
+use crate::postgres_session::Session;
+
+/// The default TTL of a PostgreSQL store: 30 s, renewed every 10 s. A renewal is one
+/// single-row `UPDATE`: 1,000 numbers cost 100 a second, 5,000 cost 500, a small share of
+/// what one server sustains (see `docs/fleet.md`); a crashed holder's number is free again
+/// 30 s after its last renewal (then its mark, an outage horizon ahead, still holds it).
+pub const POSTGRES_DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+/// The default outage horizon of a PostgreSQL store: 3 minutes, as on etcd. A restart of
+/// the server, or a failover to a synchronous standby, takes well under that, so holders
+/// issue through it; a crashed holder's number stays unusable this long.
+pub const POSTGRES_DEFAULT_OUTAGE_HORIZON: Duration = Duration::from_secs(180);
+
+/// Leases worker numbers from two PostgreSQL tables (feature `postgres`), for a fleet that
+/// runs PostgreSQL and not etcd.
+///
+/// `idgen_lease_namespaces` has a row per namespace (its state, the cluster it was
+/// initialised on, its layout and largest outage horizon); `idgen_leases` a row per number
+/// (its holder's token and name, when the holding expires on the **server's** clock, its
+/// mark, and a version every write raises). Both are created if absent, looked up along the
+/// `search_path` first. Every acquire, renewal and release is one statement whose `WHERE`
+/// carries its guards, safe under `READ COMMITTED`; no advisory lock and no transaction
+/// spans two statements. The store keeps **one connection** (on a thread of its own),
+/// however many numbers the process holds: 5,000 numbers renew through it at 500
+/// statements a second at the default TTL.
+///
+/// Expiry is measured on the server's `clock_timestamp()`, the one clock every holder's
+/// row is compared with. A server clock stepped forward ends holdings early: the next
+/// acquire takes such a number, waits past its mark, and the holder's next renewal finds
+/// its token gone and stops. A step back makes holdings last longer. Neither can issue an
+/// ID twice: that rests on the marks alone (see `docs/leases.md`).
+///
+/// A promoted standby, a recovered backup or a table dropped and restored is a database
+/// in which marks confirmed to holders may be gone: the store records the cluster's system
+/// identifier, timeline and the table's OID at `init`, and a namespace found on another is
+/// refused for acquiring ([`Error::LeaseStoreRestored`]) until `idgen leases init
+/// --after-restore`. A holder whose own row survived intact goes on renewing; one whose row
+/// went back stops.
+pub struct PostgresStore {
+    pub(super) session: Arc<Session>,
+    pub(super) namespace: String,
+    pub(super) ttl: Duration,
+    pub(super) outage_horizon: Duration,
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgresql://user@host:port/db`, or the key-value form) for
+    /// `namespace` (a name such as `/idgen/prod`: letters, digits, `/`, `-`, `_`, `.`),
+    /// with [`POSTGRES_DEFAULT_TTL`], and creates the tables if absent. Fails with
+    /// [`Error::LeaseConfig`] for a bad URL or namespace and [`Error::LeaseStore`] when the
+    /// server cannot be reached.
+    pub fn connect(url: &str, namespace: &str) -> Result<PostgresStore, Error> {
+        let namespace = namespace_prefix(namespace)?
+            .trim_end_matches('/')
+            .to_string();
+        if url.parse::<postgres::Config>().is_err() {
+            return Err(Error::LeaseConfig {
+                reason: "the lease store's PostgreSQL URL does not parse (expected \
+                         postgresql://user@host:port/db or key=value pairs)"
+                    .to_string(),
+            });
+        }
+        let session = Session::connect(url, "idgen-lease-pg", schema::create_tables, |reason| {
+            Error::LeaseStore { reason }
+        })?;
+        Ok(PostgresStore {
+            session: Arc::new(session),
+            namespace,
+            ttl: POSTGRES_DEFAULT_TTL,
+            outage_horizon: POSTGRES_DEFAULT_OUTAGE_HORIZON,
+        })
+    }
+
+    /// Sets the TTL: whole milliseconds, from 1 s to a day (a crashed holder's number
+    /// stays taken for a TTL).
+    pub fn with_ttl(mut self, ttl: Duration) -> Result<PostgresStore, Error> {
+        let day = Duration::from_secs(24 * 60 * 60);
+        if ttl.subsec_nanos() % 1_000_000 != 0 || ttl < Duration::from_secs(1) || ttl > day {
+            return Err(Error::LeaseConfig {
+                reason: format!(
+                    "a PostgreSQL lease TTL must be whole milliseconds, from 1 s to a day; got \
+                     {ttl:?}"
+                ),
+            });
+        }
+        self.ttl = ttl;
+        Ok(self)
+    }
+
+    /// Sets the store's outage horizon: the default of the leased generators built on it,
+    /// and how far ahead [`PostgresStore::init`] writes the marks it creates (default
+    /// [`POSTGRES_DEFAULT_OUTAGE_HORIZON`]; never below the TTL).
+    pub fn with_outage_horizon(mut self, horizon: Duration) -> PostgresStore {
+        self.outage_horizon = horizon;
+        self
+    }
+
+    /// The namespace, as the tables record it.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Initialises the namespace for `idgen leases init`: a row for every number of
+    /// `datacenters` × `workers` that has none, its mark `now_unix_ms` plus the store's
+    /// outage horizon (rows that exist are kept), then the namespace's row, recording the
+    /// cluster. Returns how many rows were written.
+    ///
+    /// A missing row may have been deleted with its holder's history, and that holder may
+    /// be cut off and still issuing up to its own mark: so the mark written is a horizon
+    /// ahead, as on etcd. A namespace found restored is refused: only
+    /// [`PostgresStore::init_after_restore`] lifts that. Running it again is harmless.
+    pub fn init(
+        &self,
+        datacenters: RangeInclusive<u64>,
+        workers: RangeInclusive<u64>,
+        now_unix_ms: u64,
+    ) -> Result<u64, Error> {
+        match self.namespace_state()? {
+            Namespace::Usable | Namespace::Uninitialised => {}
+            Namespace::RestoreFound | Namespace::ClusterChanged { .. } => {
+                return Err(self.restored_error());
+            }
+        }
+        let mark = self.ahead_of(now_unix_ms)?;
+        let written = self.write_rows(datacenters, workers, mark, WRITE_MISSING)?;
+        self.put_namespace(CREATE_NAMESPACE, "initialised")?;
+        Ok(written)
+    }
+
+    /// Initialises a namespace the operator declares never used (`idgen leases init
+    /// --new`): every mark is the millisecond before `now_unix_ms`, so a holder is ready
+    /// at once. Refused with [`Error::LeaseConfig`] unless the namespace has no row at all.
+    pub fn init_new(
+        &self,
+        datacenters: RangeInclusive<u64>,
+        workers: RangeInclusive<u64>,
+        now_unix_ms: u64,
+    ) -> Result<u64, Error> {
+        let namespace = self.namespace.clone();
+        let (rows, named) = self.session.run(move |client| {
+            let rows: i64 = client.query_one(COUNT_ROWS, &[&namespace])?.try_get(0)?;
+            let named = client.query_opt(NAMESPACE, &[&namespace])?.is_some();
+            Ok((rows, named))
+        })?;
+        if rows > 0 || named {
+            return Err(Error::LeaseConfig {
+                reason: format!(
+                    "the PostgreSQL lease namespace {} is not new: it has {rows} number row{}{}; \
+                     initialise it without --new (every mark an outage horizon ahead, since \
+                     a holder of a wiped namespace may still be issuing)",
+                    self.namespace,
+                    if rows == 1 { "" } else { "s" },
+                    if named { " and a namespace row" } else { "" }
+                ),
+            });
+        }
+        let mark = now_unix_ms.saturating_sub(1);
+        let written = self.write_rows(datacenters, workers, mark, WRITE_MISSING)?;
+        self.put_namespace(CREATE_NAMESPACE, "initialised new")?;
+        Ok(written)
+    }
+
+    /// The step after a restore, a failover to a standby that was behind, or a table
+    /// restored from a dump (`idgen leases init --after-restore`): every mark of
+    /// `datacenters` × `workers` is raised to at least `now_unix_ms` plus the largest
+    /// outage horizon known, missing rows are made with that mark, and the namespace
+    /// records this cluster and the step, which lets holders take numbers again. Returns
+    /// how many rows were raised or made.
+    pub fn init_after_restore(
+        &self,
+        datacenters: RangeInclusive<u64>,
+        workers: RangeInclusive<u64>,
+        now_unix_ms: u64,
+    ) -> Result<u64, Error> {
+        let floor = self.ahead_of(now_unix_ms)?;
+        let raised = self.write_rows(datacenters.clone(), workers.clone(), floor, RAISE_MARKS)?;
+        let made = self.write_rows(datacenters, workers, floor, WRITE_MISSING)?;
+        self.put_namespace(RESET_NAMESPACE, &format!("{AFTER_RESTORE}{now_unix_ms}"))?;
+        Ok(raised + made)
+    }
+
+    /// `now_unix_ms` plus the store's horizon or the largest any holder recorded.
+    fn ahead_of(&self, now_unix_ms: u64) -> Result<u64, Error> {
+        let namespace = self.namespace.clone();
+        let recorded: Option<i64> = self.session.run(move |client| {
+            client
+                .query_opt(HORIZON, &[&namespace])?
+                .map(|row| row.try_get(0))
+                .transpose()
+        })?;
+        let recorded = recorded
+            .and_then(|ms| u64::try_from(ms).ok())
+            .map_or(Duration::ZERO, Duration::from_millis)
+            .min(MAX_OUTAGE_HORIZON);
+        let ahead = self.default_outage_horizon().max(recorded);
+        Ok(now_unix_ms.saturating_add(u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX)))
+    }
+
+    /// Runs `statement` (`WRITE_MISSING` or `RAISE_MARKS`) for each datacenter; returns
+    /// how many rows it wrote.
+    fn write_rows(
+        &self,
+        datacenters: RangeInclusive<u64>,
+        workers: RangeInclusive<u64>,
+        mark: u64,
+        statement: &'static str,
+    ) -> Result<u64, Error> {
+        let namespace = self.namespace.clone();
+        let as_sql = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        let (first, last, mark) = (
+            as_sql(*workers.start()),
+            as_sql(*workers.end()),
+            as_sql(mark),
+        );
+        let datacenters: Vec<i64> = datacenters.map(as_sql).collect();
+        self.session.run(move |client| {
+            let mut written = 0;
+            for datacenter in datacenters {
+                written +=
+                    client.execute(statement, &[&namespace, &datacenter, &first, &last, &mark])?;
+            }
+            Ok(written)
+        })
+    }
+
+    /// Writes the namespace's row with `statement`, its state `what` happened and by whom.
+    fn put_namespace(&self, statement: &'static str, what: &str) -> Result<(), Error> {
+        let namespace = self.namespace.clone();
+        let state = format!("idgen-lease-store v1 {what} by pid {}", std::process::id());
+        self.session
+            .run(move |client| client.execute(statement, &[&namespace, &state]).map(|_| ()))
+    }
+
+    /// The namespace's row, read.
+    pub(super) fn namespace_state(&self) -> Result<Namespace, Error> {
+        let namespace = self.namespace.clone();
+        let row = self.session.run(move |client| {
+            client
+                .query_opt(NAMESPACE, &[&namespace])?
+                .map(|row| {
+                    Ok::<_, postgres::Error>(NamespaceRow {
+                        state: row.try_get(0)?,
+                        recorded_cluster: row.try_get(1)?,
+                        same_cluster: row.try_get::<_, Option<bool>>(2)?.unwrap_or(false),
+                    })
+                })
+                .transpose()
+        })?;
+        Ok(verdict::namespace(row.as_ref()))
+    }
+
+    /// Refuses a namespace that may not hand out numbers; a changed cluster is recorded
+    /// as a restore found, so that every process refuses until the restore step.
+    pub(super) fn check_namespace(&self) -> Result<(), Error> {
+        match self.namespace_state()? {
+            Namespace::Usable => Ok(()),
+            Namespace::Uninitialised => Err(self.uninitialised()),
+            Namespace::RestoreFound => Err(self.restored_error()),
+            Namespace::ClusterChanged { recorded } => {
+                let why = format!(
+                    "the database is not the one the namespace was initialised on (recorded \
+                     cluster {recorded}): a promoted standby, a recovered backup or a restored \
+                     table"
+                );
+                self.mark_restore_found(&why);
+                Err(self.restored_error())
+            }
+        }
+    }
+
+    /// Records in the namespace's row that a process found the store gone back (`why`),
+    /// so that no process takes a number until the restore step. A failure is logged: the
+    /// caller refuses all the same, and the next process to look decides again.
+    pub(super) fn mark_restore_found(&self, why: &str) {
+        log::error!(
+            "idgen: PostgreSQL lease namespace {}: {why}; no process takes a number from it \
+             until `idgen leases init --after-restore`",
+            self.namespace
+        );
+        let namespace = self.namespace.clone();
+        let state = format!(
+            "idgen-lease-store v1 {RESTORE_FOUND}{} by pid {}: {why}",
+            wall_unix_ms(),
+            std::process::id()
+        );
+        if let Err(error) = self
+            .session
+            .run(move |client| client.execute(MARK_RESTORE_FOUND, &[&namespace, &state]))
+        {
+            log::error!("idgen: marking the namespace as restored failed: {error}");
+        }
+    }
+
+    pub(super) fn place(&self) -> String {
+        format!("PostgreSQL lease namespace {}", self.namespace)
+    }
+
+    pub(super) fn restored_error(&self) -> Error {
+        Error::LeaseStoreRestored {
+            store: self.place(),
+            fix: format!(
+                "run: idgen leases init --after-restore --lease-postgres URL --namespace {} \
+                 (with the fleet's layout flags and its largest --outage-horizon): until then \
+                 no process takes a number from this namespace",
+                self.namespace
+            ),
+        }
+    }
+
+    pub(super) fn uninitialised(&self) -> Error {
+        Error::LeaseStoreUninitialised {
+            store: self.place(),
+            why: format!(
+                "{} has no row for it: the namespace is new, or its row was deleted",
+                schema::NAMESPACES
+            ),
+            fix: format!(
+                "run: idgen leases init --lease-postgres URL --namespace {} (with the layout \
+                 flags of the processes that use it), which makes the first holders wait one \
+                 outage horizon in case rows were deleted under holders still issuing; for a \
+                 namespace no idgen ever used, add --new to be ready at once",
+                self.namespace
+            ),
+        }
+    }
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL may hold a password: not shown.
+        f.debug_struct("PostgresStore")
+            .field("namespace", &self.namespace)
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
