@@ -14,6 +14,7 @@ use crate::failure::Failure;
 
 /// Which store, shared by `serve`, `next` and `leases init`.
 #[derive(Args, Clone)]
+#[command(group(clap::ArgGroup::new("networked_store").args(["etcd", "lease_postgres"])))]
 pub struct StoreArgs {
     /// The lease directory shared by the idgen processes of this host that must never take
     /// the same worker number (default:
@@ -22,7 +23,7 @@ pub struct StoreArgs {
     #[arg(
         long,
         value_name = "DIR",
-        conflicts_with = "etcd",
+        conflicts_with = "networked_store",
         env = "IDGEN_LEASE_DIR"
     )]
     pub lease_dir: Option<PathBuf>,
@@ -36,17 +37,29 @@ pub struct StoreArgs {
         value_parser = NonEmptyStringValueParser::new()
     )]
     pub etcd: Option<String>,
-    /// The etcd key prefix.
+    /// Lease worker numbers from PostgreSQL instead: a connection URL
+    /// (`postgresql://user@host:port/db`). The tables idgen_leases and
+    /// idgen_lease_namespaces are created if absent. (`--postgres` is the block store's.)
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "IDGEN_LEASE_POSTGRES",
+        hide_env_values = true,
+        conflicts_with = "etcd",
+        value_parser = NonEmptyStringValueParser::new()
+    )]
+    pub lease_postgres: Option<String>,
+    /// The namespace of an etcd or PostgreSQL store: several fleets (ID spaces) share one
+    /// server under different namespaces.
     #[arg(
         long,
         default_value = "/idgen",
-        requires = "etcd",
+        requires = "networked_store",
         env = "IDGEN_NAMESPACE"
     )]
     pub namespace: String,
     /// The lease's TTL, such as `3s`, `500ms` or `1m` (default: 3s on the file store, 30s
-    /// on etcd, which takes whole seconds from 2s). `leases init` writes etcd marks this
-    /// far ahead.
+    /// on etcd, which takes whole seconds from 2s, and on PostgreSQL, from 1s).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "IDGEN_LEASE_TTL")]
     pub lease_ttl: Option<Duration>,
 }
@@ -60,7 +73,7 @@ pub struct LeaseArgs {
     /// How long to go on issuing while the lease store cannot be reached, such as `30s`
     /// or `5m`: each renewal writes the mark this far ahead, and the number of a holder
     /// that crashed stays unusable this long (default: the TTL on the file store, 3m on
-    /// etcd; never below the TTL).
+    /// etcd and PostgreSQL; never below the TTL).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "IDGEN_OUTAGE_HORIZON")]
     outage_horizon: Option<Duration>,
 }
@@ -206,7 +219,7 @@ pub fn acquire_failure(error: idgen::Error) -> Failure {
 impl StoreArgs {
     /// A command that only reads a store must not create it (a mistyped directory).
     pub fn refuse_missing_dir(&self) -> Result<(), Failure> {
-        if self.etcd.is_some() {
+        if self.etcd.is_some() || self.lease_postgres.is_some() {
             return Ok(());
         }
         let dir = match &self.lease_dir {
@@ -224,6 +237,10 @@ impl StoreArgs {
     }
 
     pub fn open(&self) -> Result<Box<dyn LeaseStore>, Failure> {
+        if let Some(url) = &self.lease_postgres {
+            return connect_postgres(url, &self.namespace, self.lease_ttl)
+                .map(|store| Box::new(store) as Box<dyn LeaseStore>);
+        }
         if let Some(endpoints) = &self.etcd {
             return etcd_store(endpoints, &self.namespace, self.lease_ttl);
         }
@@ -235,11 +252,29 @@ impl StoreArgs {
             Some(ttl) => store.and_then(|store| store.with_ttl(ttl)),
             None => store,
         };
-        let store = store.map_err(|error| match error {
-            idgen::Error::LeaseConfig { .. } => Failure::input(error.to_string()),
-            _ => Failure::runtime(error.to_string()),
-        })?;
-        Ok(Box::new(store))
+        Ok(Box::new(store.map_err(store_failure)?))
+    }
+}
+
+/// The PostgreSQL lease store at `url`, under `namespace`.
+pub fn connect_postgres(
+    url: &str,
+    namespace: &str,
+    ttl: Option<Duration>,
+) -> Result<idgen::lease::PostgresStore, Failure> {
+    idgen::lease::PostgresStore::connect(url, namespace)
+        .and_then(|store| match ttl {
+            Some(ttl) => store.with_ttl(ttl),
+            None => Ok(store),
+        })
+        .map_err(store_failure)
+}
+
+/// A store's configuration is bad input (exit 2); anything else a runtime failure.
+fn store_failure(error: idgen::Error) -> Failure {
+    match error {
+        idgen::Error::LeaseConfig { .. } => Failure::input(error.to_string()),
+        _ => Failure::runtime(error.to_string()),
     }
 }
 
@@ -264,10 +299,7 @@ pub fn connect_etcd(
             Some(ttl) => store.with_ttl(ttl),
             None => Ok(store),
         })
-        .map_err(|error| match error {
-            idgen::Error::LeaseConfig { .. } => Failure::input(error.to_string()),
-            _ => Failure::runtime(error.to_string()),
-        })
+        .map_err(store_failure)
 }
 
 #[cfg(not(feature = "etcd"))]

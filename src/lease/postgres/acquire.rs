@@ -117,7 +117,7 @@ impl LeaseStore for PostgresStore {
             );
         }
         crate::lease::store::check_layout(
-            &format!("{}'s layout", self.place()),
+            &self.layout_place(),
             &recorded.unwrap_or_default(),
             layout,
         )
@@ -146,9 +146,8 @@ impl LeaseStore for PostgresStore {
         })?;
         text.flatten()
             .map(|text| {
-                Layout::from_record(&text).ok_or_else(|| {
-                    crate::lease::store::unreadable_layout(&format!("{}'s layout", self.place()))
-                })
+                Layout::from_record(&text)
+                    .ok_or_else(|| crate::lease::store::unreadable_layout(&self.layout_place()))
             })
             .transpose()
     }
@@ -189,6 +188,13 @@ impl LeaseStore for PostgresStore {
 }
 
 impl PostgresStore {
+    fn layout_place(&self) -> String {
+        format!(
+            "PostgreSQL table idgen_lease_namespaces (namespace {}, column layout)",
+            self.namespace
+        )
+    }
+
     /// What a claim keeps of the store: the connection, the namespace and the TTL.
     fn handle(&self) -> PostgresStore {
         PostgresStore {

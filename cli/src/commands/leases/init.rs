@@ -1,6 +1,7 @@
 //! `idgen leases init`: a lease store made ready for first use (an etcd namespace's marks,
 //! a lease directory's store.idgen), and the layout it serves recorded.
 
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use clap::Args;
@@ -12,28 +13,29 @@ use crate::args::layout::LayoutArgs;
 use crate::args::lease::connect_etcd;
 #[cfg(not(feature = "etcd"))]
 use crate::args::lease::etcd_store;
-use crate::args::lease::{StoreArgs, parse_duration};
+use crate::args::lease::{StoreArgs, connect_postgres, parse_duration};
 use crate::failure::Failure;
 
 #[derive(Args)]
 pub struct InitArgs {
     #[command(flatten)]
     store: StoreArgs,
-    /// The layout of the processes that use the store: etcd gets a mark for every number.
+    /// The layout of the processes that use the store: etcd and PostgreSQL get a mark for
+    /// every number.
     #[command(flatten)]
     layout: LayoutArgs,
-    /// How far ahead etcd marks are written where none exists (default: 3m, or the
+    /// How far ahead etcd and PostgreSQL marks are written where none exists (default: 3m, or the
     /// largest horizon a holder recorded if longer; at least the TTL): a holder cut off
     /// from etcd while its namespace was wiped may go on issuing that long. For a namespace
     /// no idgen ever used, `--new` instead.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "IDGEN_OUTAGE_HORIZON")]
     outage_horizon: Option<Duration>,
-    /// After `etcdctl snapshot restore`: raise every mark to an outage horizon from now
+    /// After `etcdctl snapshot restore`, or a PostgreSQL restore or failover: raise every mark to an outage horizon from now
     /// (the largest known), so that no successor starts before a holder the restored
     /// namespace forgot has stopped, and let holders that found the restore go on.
     #[arg(long, conflicts_with = "new")]
     after_restore: bool,
-    /// The etcd namespace was never used by any idgen (not wiped, not restored): its marks
+    /// The etcd or PostgreSQL namespace was never used by any idgen (not wiped, not restored): its marks
     /// are now, so the first holders are ready at once. Refused if the namespace holds any
     /// key. Without it, a namespace is taken to be wiped, and its first holders wait one
     /// outage horizon (3 minutes by default) for holders it may have forgotten.
@@ -45,31 +47,37 @@ impl InitArgs {
     pub fn run(self) -> Result<(), Failure> {
         let layout = self.layout.layout()?;
         let store = self.store;
+        let kind = if self.after_restore {
+            InitKind::AfterRestore
+        } else if self.new {
+            InitKind::New
+        } else {
+            InitKind::MaybeWiped
+        };
+        if let Some(url) = &store.lease_postgres {
+            let connected = connect_postgres(url, &store.namespace, store.lease_ttl)?;
+            let what = format!("PostgreSQL lease namespace {}", connected.namespace());
+            return init_networked(connected, &what, self.outage_horizon, &layout, kind);
+        }
         if let Some(endpoints) = &store.etcd {
-            return init_etcd(
-                endpoints,
-                &store.namespace,
-                store.lease_ttl,
-                self.outage_horizon,
-                &layout,
-                if self.after_restore {
-                    InitKind::AfterRestore
-                } else if self.new {
-                    InitKind::New
-                } else {
-                    InitKind::MaybeWiped
-                },
-            );
+            #[cfg(feature = "etcd")]
+            {
+                let connected = connect_etcd(endpoints, &store.namespace, store.lease_ttl)?;
+                let what = format!("etcd namespace {}", store.namespace);
+                return init_networked(connected, &what, self.outage_horizon, &layout, kind);
+            }
+            #[cfg(not(feature = "etcd"))]
+            return etcd_store(endpoints, "", None).map(|_| ());
         }
         if self.new {
             return Err(Failure::input(
-                "--new is for etcd; a lease directory needs no such step (a number's record \
+                "--new is for etcd and PostgreSQL; a lease directory needs no such step (a number's record \
                  in it is its own mark, and a new directory has none to wait for)",
             ));
         }
         if self.after_restore {
             return Err(Failure::input(
-                "--after-restore is for etcd; a lease directory restored from a backup needs \
+                "--after-restore is for etcd and PostgreSQL; a lease directory restored from a backup needs \
                  no step of its own (restored records are new files, whose marks are not \
                  trusted, and live holders keep their numbers): see docs/leases.md, \
                  \"Restoring a store from a backup\"",
@@ -132,16 +140,77 @@ enum InitKind {
     AfterRestore,
 }
 
+/// What `init` asks of a networked store (etcd, PostgreSQL): the three kinds of first step.
+trait Initialise: LeaseStore + Sized {
+    fn with_horizon(self, horizon: Duration) -> Self;
+    fn maybe_wiped(
+        &self,
+        dcs: RangeInclusive<u64>,
+        workers: RangeInclusive<u64>,
+        now: u64,
+    ) -> Result<u64, idgen::Error>;
+    fn new_namespace(
+        &self,
+        dcs: RangeInclusive<u64>,
+        workers: RangeInclusive<u64>,
+        now: u64,
+    ) -> Result<u64, idgen::Error>;
+    fn after_restore(
+        &self,
+        dcs: RangeInclusive<u64>,
+        workers: RangeInclusive<u64>,
+        now: u64,
+    ) -> Result<u64, idgen::Error>;
+}
+
+/// Implements [`Initialise`] for a store with `with_outage_horizon`, `init`, `init_new` and
+/// `init_after_restore`.
+macro_rules! initialise {
+    ($store:ty) => {
+        impl Initialise for $store {
+            fn with_horizon(self, horizon: Duration) -> Self {
+                self.with_outage_horizon(horizon)
+            }
+            fn maybe_wiped(
+                &self,
+                dcs: RangeInclusive<u64>,
+                workers: RangeInclusive<u64>,
+                now: u64,
+            ) -> Result<u64, idgen::Error> {
+                self.init(dcs, workers, now)
+            }
+            fn new_namespace(
+                &self,
+                dcs: RangeInclusive<u64>,
+                workers: RangeInclusive<u64>,
+                now: u64,
+            ) -> Result<u64, idgen::Error> {
+                self.init_new(dcs, workers, now)
+            }
+            fn after_restore(
+                &self,
+                dcs: RangeInclusive<u64>,
+                workers: RangeInclusive<u64>,
+                now: u64,
+            ) -> Result<u64, idgen::Error> {
+                self.init_after_restore(dcs, workers, now)
+            }
+        }
+    };
+}
+
 #[cfg(feature = "etcd")]
-fn init_etcd(
-    endpoints: &str,
-    namespace: &str,
-    ttl: Option<Duration>,
+initialise!(idgen::lease::EtcdStore);
+initialise!(idgen::lease::PostgresStore);
+
+/// `init` of a networked store, `what` naming it ("etcd namespace /idgen").
+fn init_networked<S: Initialise>(
+    mut store: S,
+    what: &str,
     horizon: Option<Duration>,
     layout: &Layout,
     kind: InitKind,
 ) -> Result<(), Failure> {
-    let mut store = connect_etcd(endpoints, namespace, ttl)?;
     if let Some(horizon) = horizon {
         if horizon < store.ttl() {
             return Err(Failure::input(format!(
@@ -149,7 +218,7 @@ fn init_etcd(
                 store.ttl()
             )));
         }
-        store = store.with_outage_horizon(horizon);
+        store = store.with_horizon(horizon);
     }
     // Marks are written for the numbers of `layout`: with another one's flags, some of the
     // fleet's numbers would be left out.
@@ -159,50 +228,34 @@ fn init_etcd(
     match kind {
         InitKind::AfterRestore => {
             let raised = store
-                .init_after_restore(datacenters, workers, now)
+                .after_restore(datacenters, workers, now)
                 .map_err(|error| Failure::runtime(error.to_string()))?;
             println!(
-                "initialised the etcd namespace {namespace} after a restore: {raised} marks \
-                 raised to an outage horizon from now"
+                "initialised the {what} after a restore: {raised} marks raised to an outage \
+                 horizon from now"
             );
         }
         InitKind::New => {
-            let written =
-                store
-                    .init_new(datacenters, workers, now)
-                    .map_err(|error| match error {
-                        idgen::Error::LeaseConfig { .. } => Failure::input(error.to_string()),
-                        _ => Failure::runtime(error.to_string()),
-                    })?;
-            println!(
-                "initialised the new etcd namespace {namespace}: {written} marks written, \
-                 ready at once"
-            );
+            let written = store
+                .new_namespace(datacenters, workers, now)
+                .map_err(|error| match error {
+                    idgen::Error::LeaseConfig { .. } => Failure::input(error.to_string()),
+                    _ => Failure::runtime(error.to_string()),
+                })?;
+            println!("initialised the new {what}: {written} marks written, ready at once");
         }
         InitKind::MaybeWiped => {
             let ahead = store.default_outage_horizon();
             let written = store
-                .init(datacenters, workers, now)
+                .maybe_wiped(datacenters, workers, now)
                 .map_err(|error| Failure::runtime(error.to_string()))?;
             println!(
-                "initialised the etcd namespace {namespace}: {written} marks written at least \
-                 {ahead:?} ahead, so holders starting before then wait for them (in case the \
-                 namespace was wiped under holders still issuing); for a namespace no idgen \
-                 ever used, `idgen leases init --new` is ready at once"
+                "initialised the {what}: {written} marks written at least {ahead:?} ahead, so \
+                 holders starting before then wait for them (in case the namespace was \
+                 wiped under holders still issuing); for a namespace no idgen ever used, \
+                 `idgen leases init --new` is ready at once"
             );
         }
     }
     bind_layout(&store, layout)
-}
-
-#[cfg(not(feature = "etcd"))]
-fn init_etcd(
-    _endpoints: &str,
-    _namespace: &str,
-    _ttl: Option<Duration>,
-    _horizon: Option<Duration>,
-    _layout: &Layout,
-    _kind: InitKind,
-) -> Result<(), Failure> {
-    etcd_store("", "", None).map(|_| ())
 }
