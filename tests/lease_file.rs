@@ -7,8 +7,7 @@ mod leases;
 use std::collections::BTreeSet;
 use std::fs;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
-use std::thread;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use idgen::lease::{
@@ -33,50 +32,6 @@ fn child_process() {
 
 fn range(text: &str) -> WorkerRange {
     WorkerRange::parse(0, text).unwrap()
-}
-
-#[test]
-fn threads_acquiring_from_one_range_get_distinct_numbers_then_the_range_is_full() {
-    let dir = new_store_dir("distinct");
-    let threads = 8;
-    let barrier = Barrier::new(threads);
-    let workers: Vec<(u64, Box<dyn Claim>)> = thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let store = FileStore::open(&dir).unwrap();
-                    barrier.wait();
-                    let claim = store.acquire(&range("10-17")).unwrap();
-                    (claim.worker(), claim)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    let distinct: BTreeSet<u64> = workers.iter().map(|(worker, _)| *worker).collect();
-    assert_eq!(distinct, (10..=17).collect());
-    // All eight held: the ninth asks in vain and is told why.
-    let error = FileStore::open(&dir)
-        .unwrap()
-        .acquire(&range("10-17"))
-        .unwrap_err();
-    assert!(
-        matches!(error, Error::LeaseRangeFull { held: 8, .. }),
-        "{error:?}"
-    );
-    assert_eq!(
-        error.to_string(),
-        "no free worker number in datacenter 0 workers 10-17: 8 held by live processes, 0 unusable"
-    );
-    drop(workers);
-    assert_eq!(
-        FileStore::open(&dir)
-            .unwrap()
-            .acquire(&range("10-17"))
-            .unwrap()
-            .worker(),
-        10
-    );
 }
 
 #[test]
@@ -994,20 +949,6 @@ fn a_store_serves_one_layout_and_refuses_any_other_naming_both() {
         .acquire()
         .unwrap();
     assert_ne!(same.next_id().unwrap(), service.next_id().unwrap());
-}
-
-#[test]
-fn of_processes_racing_with_different_layouts_exactly_one_records_its_own() {
-    let layouts = leases::distinct_layouts(6);
-    for round in 0..20 {
-        let dir = new_store_dir(&format!("layout-race-{round}"));
-        FileStore::open(&dir).unwrap();
-        let stores = layouts
-            .iter()
-            .map(|_| Box::new(FileStore::open(&dir).unwrap()) as Box<dyn LeaseStore>)
-            .collect();
-        leases::assert_exactly_one_layout_wins(stores, &layouts);
-    }
 }
 
 #[test]
