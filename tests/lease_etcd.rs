@@ -10,14 +10,13 @@
 mod leases;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use idgen::lease::{EtcdStore, LeaseState, LeaseStore, LeasedGenerator, WorkerRange};
 use idgen::{Clock, Error, Id, Layout};
-use leases::{ChildSpec, EtcdServer, finish_end_to_end, max_id, temp_dir, wait_for};
+use leases::{ChildSpec, EtcdServer, Issuer, finish_end_to_end, max_id, temp_dir, wait_for};
 
 const CHILD: &str = "child_process";
 
@@ -179,52 +178,6 @@ fn a_killed_holder_keeps_its_number_until_the_ttl_ends_then_the_next_issues_abov
         assert!(id.as_u64() > their_max);
     }
     next.release().unwrap();
-}
-
-/// What an issuer got: every ID, and every refusal with the time it came.
-type Issued = (Vec<u64>, Vec<(u64, Error)>);
-
-/// One holder issuing flat out on its own thread, as a service would: every call's result.
-struct Issuer {
-    generator: Arc<LeasedGenerator>,
-    stop: Arc<AtomicBool>,
-    thread: thread::JoinHandle<Issued>,
-}
-
-impl Issuer {
-    fn start(generator: LeasedGenerator) -> Issuer {
-        let generator = Arc::new(generator);
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let (generator, stop) = (Arc::clone(&generator), Arc::clone(&stop));
-            thread::spawn(move || {
-                let (mut ids, mut refusals) = (Vec::new(), Vec::new());
-                while !stop.load(Ordering::Relaxed) {
-                    match generator.next_id() {
-                        Ok(id) => ids.push(id.as_u64()),
-                        Err(error) => {
-                            refusals.push((generator.clock().now_unix_ms(), error));
-                            thread::sleep(Duration::from_millis(5));
-                        }
-                    }
-                    thread::sleep(Duration::from_micros(200));
-                }
-                (ids, refusals)
-            })
-        };
-        Issuer {
-            generator,
-            stop,
-            thread,
-        }
-    }
-
-    fn finish(self) -> Issued {
-        self.stop.store(true, Ordering::Relaxed);
-        let results = self.thread.join().unwrap();
-        Arc::try_unwrap(self.generator).unwrap().release().unwrap();
-        results
-    }
 }
 
 #[test]

@@ -5,9 +5,7 @@
 
 use std::collections::HashSet;
 use std::fs;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -149,141 +147,7 @@ pub fn temp_path(name: &str) -> PathBuf {
     path
 }
 
-/// The shared PostgreSQL server `.ci/test` starts.
-pub fn postgres_url() -> String {
-    std::env::var("IDGEN_POSTGRES_URL").expect(
-        "IDGEN_POSTGRES_URL is not set: run the tests through .ci/test, which starts PostgreSQL",
-    )
-}
-
-/// A private PostgreSQL server on loopback in a temporary directory, for tests that
-/// restart it; stopped and removed on drop. As root it runs as the `postgres` user (the
-/// server refuses root).
-pub struct PostgresServer {
-    dir: PathBuf,
-    bin: PathBuf,
-    pub port: u16,
-}
-
-impl PostgresServer {
-    pub fn start(name: &str) -> PostgresServer {
-        let bin = postgres_bin();
-        let dir = temp_path(&format!("pg-{name}"));
-        fs::create_dir_all(&dir).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let server = PostgresServer { dir, bin, port };
-        if is_root() {
-            let status = Command::new("chown")
-                .arg("postgres:")
-                .arg(&server.dir)
-                .status()
-                .unwrap();
-            assert!(status.success());
-        }
-        server.run(
-            "initdb",
-            &["-D", &server.data(), "-A", "trust", "-U", "postgres"],
-        );
-        server.pg_ctl("start");
-        server
-    }
-
-    pub fn url(&self) -> String {
-        format!("postgresql://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    /// `pg_ctl restart -m fast`: clients are disconnected, the server is back when it returns.
-    pub fn restart_fast(&self) {
-        self.pg_ctl("restart");
-    }
-
-    fn data(&self) -> String {
-        self.dir.join("data").display().to_string()
-    }
-
-    fn pg_ctl(&self, action: &str) {
-        let options = format!("-k {} -p {} -h 127.0.0.1", self.dir.display(), self.port);
-        let log = self.dir.join("log").display().to_string();
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                &self.data(),
-                "-o",
-                &options,
-                "-l",
-                &log,
-                "-m",
-                "fast",
-                "-w",
-                action,
-            ],
-        );
-    }
-
-    fn run(&self, program: &str, args: &[&str]) {
-        let program = self.bin.join(program);
-        let output = if is_root() {
-            Command::new("runuser")
-                .args(["-u", "postgres", "--"])
-                .arg(&program)
-                .args(args)
-                .output()
-        } else {
-            Command::new(&program).args(args).output()
-        }
-        .unwrap_or_else(|error| panic!("cannot run {}: {error}", program.display()));
-        assert!(
-            output.status.success(),
-            "{} {args:?} failed: {}{}",
-            program.display(),
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-}
-
-impl Drop for PostgresServer {
-    fn drop(&mut self) {
-        let _ = Command::new(if is_root() { "runuser" } else { "env" })
-            .args(if is_root() {
-                vec!["-u", "postgres", "--"]
-            } else {
-                vec![]
-            })
-            .arg(self.bin.join("pg_ctl"))
-            .args(["-D", &self.data(), "-m", "immediate", "stop"])
-            .output();
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// The newest `/usr/lib/postgresql/<version>/bin` with an `initdb` (Debian's layout).
-fn postgres_bin() -> PathBuf {
-    let root = Path::new("/usr/lib/postgresql");
-    let mut versions: Vec<(u32, PathBuf)> = fs::read_dir(root)
-        .unwrap_or_else(|error| panic!("no PostgreSQL under {}: {error}", root.display()))
-        .filter_map(|entry| {
-            let entry = entry.ok()?;
-            let version = entry.file_name().to_str()?.parse().ok()?;
-            let bin = entry.path().join("bin");
-            bin.join("initdb").exists().then_some((version, bin))
-        })
-        .collect();
-    versions.sort();
-    versions
-        .pop()
-        .unwrap_or_else(|| panic!("no initdb under {}", root.display()))
-        .1
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|output| output.stdout.trim_ascii() == b"0")
-}
+#[path = "postgres.rs"]
+mod postgres;
+#[allow(unused_imports)] // not every block test starts a server
+pub use postgres::{PostgresServer, postgres_url};

@@ -7,7 +7,10 @@ use std::fs::{self, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use idgen::Generator;
@@ -449,4 +452,50 @@ pub fn assert_exactly_one_layout_wins(stores: Vec<Box<dyn LeaseStore>>, layouts:
         }
     }
     assert_eq!(stores[0].recorded_layout().unwrap(), Some(winner));
+}
+
+/// What an issuer got: every ID, and every refusal with the time it came.
+pub type Issued = (Vec<u64>, Vec<(u64, idgen::Error)>);
+
+/// One holder issuing flat out on its own thread, as a service would: every call's result.
+pub struct Issuer {
+    pub generator: Arc<LeasedGenerator>,
+    stop: Arc<AtomicBool>,
+    thread: thread::JoinHandle<Issued>,
+}
+
+impl Issuer {
+    pub fn start(generator: LeasedGenerator) -> Issuer {
+        let generator = Arc::new(generator);
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (generator, stop) = (Arc::clone(&generator), Arc::clone(&stop));
+            thread::spawn(move || {
+                let (mut ids, mut refusals) = (Vec::new(), Vec::new());
+                while !stop.load(Ordering::Relaxed) {
+                    match generator.next_id() {
+                        Ok(id) => ids.push(id.as_u64()),
+                        Err(error) => {
+                            refusals.push((idgen::Clock::now_unix_ms(generator.clock()), error));
+                            thread::sleep(Duration::from_millis(5));
+                        }
+                    }
+                    thread::sleep(Duration::from_micros(200));
+                }
+                (ids, refusals)
+            })
+        };
+        Issuer {
+            generator,
+            stop,
+            thread,
+        }
+    }
+
+    pub fn finish(self) -> Issued {
+        self.stop.store(true, Ordering::Relaxed);
+        let results = self.thread.join().unwrap();
+        Arc::try_unwrap(self.generator).unwrap().release().unwrap();
+        results
+    }
 }

@@ -147,7 +147,9 @@ impl Claim for PostgresClaim {
         if std::mem::replace(&mut self.released, true) {
             return Ok(());
         }
-        // Never used (a number looked at and given back): the row keeps its mark.
+        // Never used (a number looked at and given back): the row keeps its mark, unless
+        // the mark given is higher (for a row whose mark was unknown, the one inferred: else
+        // every later taker would infer one further ahead, and never use the number).
         let mark = (self.wrote || mark_unix_ms > self.previous.unwrap_or(0))
             .then(|| i64::try_from(mark_unix_ms).unwrap_or(i64::MAX));
         let mark = if self.unknown && !self.wrote {

@@ -120,12 +120,16 @@ pub(super) const WRITE_MISSING: &str = "INSERT INTO idgen_leases
     SELECT $1, $2, w, $5, 1 FROM generate_series($3::bigint, $4::bigint) AS w
     ON CONFLICT DO NOTHING";
 
-/// As [`WRITE_MISSING`], and every existing mark of the range raised to at least `$5`
-/// (a new version each: a holder whose row went back sees it moved).
+/// The restore step on the rows of `$1` namespace, `$2` datacenter, workers `$3` to `$4`:
+/// every holding ends (its holder, who may have written marks the restore lost, finds it
+/// lost and takes a number again, waiting past the raised marks), and every mark is raised
+/// to at least `$5`. A holding left in place could be taken back by a holder whose row the
+/// restore brought back, while another process took the number meanwhile and still issues
+/// (found by the fleet simulator).
 pub(super) const RAISE_MARKS: &str = "UPDATE idgen_leases
-    SET mark_ms = GREATEST(mark_ms, $5), version = version + 1
-    WHERE namespace = $1 AND datacenter = $2 AND worker BETWEEN $3 AND $4
-      AND (mark_ms IS NULL OR mark_ms < $5)";
+    SET token = NULL, holder = NULL, expires_at = NULL,
+        mark_ms = GREATEST(COALESCE(mark_ms, $5), $5), version = version + 1
+    WHERE namespace = $1 AND datacenter = $2 AND worker BETWEEN $3 AND $4";
 
 /// `$1` namespace, `$2` datacenter, `$3` worker, `$4` token, `$5` holder name, `$6` TTL in
 /// ms: takes the number if its row is free or its holding expired on the server's clock,
@@ -156,14 +160,20 @@ pub(super) const ACQUIRE_MISSING: &str = concat!(
 /// renewal. It proves the row is the claim's (its token; a version no older than the
 /// claim's last write, so a row rolled back is refused), extends the holding from the
 /// server's clock now, and raises the mark. A holding that expired while nobody took the
-/// number is taken back by the same statement: the token is still ours. Returns the new
-/// version.
-pub(super) const RENEW: &str = "UPDATE idgen_leases
-    SET mark_ms = GREATEST(mark_ms, $6),
-        expires_at = clock_timestamp() + $7::bigint * interval '1 millisecond',
-        version = version + 1
-    WHERE namespace = $1 AND datacenter = $2 AND worker = $3 AND token = $4 AND version >= $5
-    RETURNING version";
+/// number is taken back by the same statement (the token is still ours), but only in a
+/// usable namespace: in a restored table a row can come back with an expired holding of
+/// ours after another process took the number (found by the fleet simulator). Returns the
+/// new version.
+pub(super) const RENEW: &str = concat!(
+    "UPDATE idgen_leases \
+     SET mark_ms = GREATEST(mark_ms, $6), \
+     expires_at = clock_timestamp() + $7::bigint * interval '1 millisecond', \
+     version = version + 1 \
+     WHERE namespace = $1 AND datacenter = $2 AND worker = $3 AND token = $4 \
+     AND version >= $5 AND (expires_at > clock_timestamp() OR ",
+    usable!(),
+    ") RETURNING version"
+);
 
 /// As [`RENEW`]'s guard, `$6` the mark to leave (`NULL`: the row's own): frees the number.
 pub(super) const RELEASE: &str = "UPDATE idgen_leases

@@ -1,0 +1,251 @@
+//! A PostgreSQL server for tests: the shared one `.ci/test` starts, and private ones on
+//! loopback for tests that restart, stop, dump, restore or fail them over.
+
+#![allow(dead_code)] // each test binary uses some of these
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The shared PostgreSQL server `.ci/test` starts.
+pub fn postgres_url() -> String {
+    std::env::var("IDGEN_POSTGRES_URL").expect(
+        "IDGEN_POSTGRES_URL is not set: run the tests through .ci/test, which starts PostgreSQL",
+    )
+}
+
+/// A private PostgreSQL server on loopback in a temporary directory, for tests that
+/// restart it; stopped and removed on drop. As root it runs as the `postgres` user (the
+/// server refuses root).
+pub struct PostgresServer {
+    dir: PathBuf,
+    bin: PathBuf,
+    pub port: u16,
+    env: Vec<(String, String)>,
+}
+
+impl PostgresServer {
+    pub fn start(name: &str) -> PostgresServer {
+        PostgresServer::start_with(name, &[])
+    }
+
+    /// [`PostgresServer::start`] with `env` set for the server's processes (libfaketime's,
+    /// say).
+    pub fn start_with(name: &str, env: &[(&str, &str)]) -> PostgresServer {
+        let bin = postgres_bin();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let dir =
+            std::env::temp_dir().join(format!("idgen-pg-{name}-{}-{nanos}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let env = env
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect();
+        let server = PostgresServer {
+            dir,
+            bin,
+            port,
+            env,
+        };
+        if is_root() {
+            let status = Command::new("chown")
+                .arg("postgres:")
+                .arg(&server.dir)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        server.run(
+            "initdb",
+            &["-D", &server.data(), "-A", "trust", "-U", "postgres"],
+        );
+        server.pg_ctl("start");
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("postgresql://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// `pg_ctl restart -m fast`: clients are disconnected, the server is back when it returns.
+    pub fn restart_fast(&self) {
+        self.pg_ctl("restart");
+    }
+
+    /// `pg_ctl restart -m immediate`: the server crashes (no checkpoint, clients cut off)
+    /// and recovers from its WAL.
+    pub fn restart_immediate(&self) {
+        self.pg_ctl_mode("restart", "immediate");
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to every process of the server: the postmaster and
+    /// its backends, so that no connection is answered.
+    pub fn signal_all(&self, signal: &str) {
+        let pid_file = fs::read_to_string(self.dir.join("data/postmaster.pid")).unwrap();
+        let postmaster = pid_file.lines().next().unwrap().trim().to_string();
+        let children = Command::new("pgrep")
+            .args(["-P", &postmaster])
+            .output()
+            .unwrap();
+        let mut pids = vec![postmaster];
+        pids.extend(
+            String::from_utf8_lossy(&children.stdout)
+                .split_whitespace()
+                .map(str::to_string),
+        );
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .args(&pids)
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} {pids:?}");
+    }
+
+    /// `pg_dump` of `tables` as SQL that drops and creates them again (`--clean`), as a
+    /// table is restored from a backup.
+    pub fn dump(&self, tables: &[&str], name: &str) -> PathBuf {
+        let path = self.dir.join(name);
+        let mut args = vec![
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "--clean",
+            "--if-exists",
+        ];
+        let port = self.port.to_string();
+        args.extend(["-p", port.as_str()]);
+        for table in tables {
+            args.extend(["-t", table]);
+        }
+        let path_text = path.display().to_string();
+        args.extend(["-f", path_text.as_str(), "postgres"]);
+        self.run("pg_dump", &args);
+        path
+    }
+
+    /// Runs the SQL file `path` with `psql`, stopping at the first error.
+    pub fn run_sql_file(&self, path: &Path) {
+        let port = self.port.to_string();
+        let path = path.display().to_string();
+        self.run(
+            "psql",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-q",
+                "-f",
+                &path,
+                "postgres",
+            ],
+        );
+    }
+
+    fn data(&self) -> String {
+        self.dir.join("data").display().to_string()
+    }
+
+    fn pg_ctl(&self, action: &str) {
+        self.pg_ctl_mode(action, "fast");
+    }
+
+    fn pg_ctl_mode(&self, action: &str, mode: &str) {
+        let options = format!("-k {} -p {} -h 127.0.0.1", self.dir.display(), self.port);
+        let log = self.dir.join("log").display().to_string();
+        self.run(
+            "pg_ctl",
+            &[
+                "-D",
+                &self.data(),
+                "-o",
+                &options,
+                "-l",
+                &log,
+                "-m",
+                mode,
+                "-w",
+                action,
+            ],
+        );
+    }
+
+    fn run(&self, program: &str, args: &[&str]) {
+        let program = self.bin.join(program);
+        let mut command = if is_root() {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(&program);
+            command
+        } else {
+            Command::new(&program)
+        };
+        // runuser keeps the environment: the server started by pg_ctl inherits it.
+        let output = command
+            .args(args)
+            .envs(self.env.iter().map(|(key, value)| (key, value)))
+            .output()
+            .unwrap_or_else(|error| panic!("cannot run {}: {error}", program.display()));
+        assert!(
+            output.status.success(),
+            "{} {args:?} failed: {}{}",
+            program.display(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+impl Drop for PostgresServer {
+    fn drop(&mut self) {
+        let _ = Command::new(if is_root() { "runuser" } else { "env" })
+            .args(if is_root() {
+                vec!["-u", "postgres", "--"]
+            } else {
+                vec![]
+            })
+            .arg(self.bin.join("pg_ctl"))
+            .args(["-D", &self.data(), "-m", "immediate", "stop"])
+            .output();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The newest `/usr/lib/postgresql/<version>/bin` with an `initdb` (Debian's layout).
+fn postgres_bin() -> PathBuf {
+    let root = Path::new("/usr/lib/postgresql");
+    let mut versions: Vec<(u32, PathBuf)> = fs::read_dir(root)
+        .unwrap_or_else(|error| panic!("no PostgreSQL under {}: {error}", root.display()))
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").exists().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions
+        .pop()
+        .unwrap_or_else(|| panic!("no initdb under {}", root.display()))
+        .1
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| output.stdout.trim_ascii() == b"0")
+}

@@ -1,0 +1,338 @@
+//! Worker-number leases on PostgreSQL (feature `postgres`), on private servers the tests
+//! start: holders SIGKILLed and replaced, the server stopped with SIGSTOP past the TTL and
+//! crashed with `pg_ctl restart -m immediate` under load, a row deleted and the tables
+//! restored from an older dump under a live holder, the server's clock stepped (libfaketime
+//! on the server alone), and a failover to an asynchronous standby that was behind. What
+//! every store promises is in `lease_conformance.rs`.
+
+#![cfg(feature = "postgres")]
+
+#[path = "common/leases.rs"]
+mod leases;
+#[path = "common/postgres.rs"]
+mod postgres_server;
+
+use std::fs;
+use std::path::PathBuf;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use idgen::lease::{LeaseState, LeaseStore, LeasedGenerator, PostgresStore, WorkerRange};
+use idgen::{Clock, Error, Id, Layout};
+use leases::{ChildSpec, Issuer, assert_no_duplicates, finish_end_to_end, wait_for_within};
+use postgres_server::PostgresServer;
+
+const CHILD: &str = "child_process";
+
+/// Long enough for any wait here on a loaded machine: a bound, not an expectation.
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// A namespace no other test (or earlier run) uses.
+fn namespace(test: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("/idgen-test/{test}-{}-{nanos}", std::process::id())
+}
+
+/// A store with a 1 s TTL on `namespace` as it is.
+fn connected(url: &str, namespace: &str) -> PostgresStore {
+    PostgresStore::connect(url, namespace)
+        .unwrap()
+        .with_ttl(Duration::from_secs(1))
+        .unwrap()
+}
+
+/// [`connected`], the namespace initialised with marks long passed.
+fn store(url: &str, namespace: &str) -> PostgresStore {
+    let store = connected(url, namespace);
+    let an_hour_ago = idgen::SystemClock.now_unix_ms() - 3_600_000;
+    store.init(0..=0, 0..=31, an_hour_ago).unwrap();
+    store
+}
+
+fn range(text: &str) -> WorkerRange {
+    WorkerRange::parse(0, text).unwrap()
+}
+
+fn unix_ms_of(id: u64) -> u64 {
+    Layout::DEFAULT.decode(Id::try_from(id).unwrap()).unix_ms
+}
+
+/// A holder issuing on its own thread, on a 1 s TTL and `horizon`.
+fn holder(store: PostgresStore, workers: &str, horizon: Duration) -> Issuer {
+    Issuer::start(
+        LeasedGenerator::builder(store, range(workers))
+            .outage_horizon(horizon)
+            .startup_wait(PATIENCE)
+            .acquire()
+            .unwrap(),
+    )
+}
+
+/// Waits (bounded) until `issuer` has had `more` renewals confirmed beyond what it had.
+fn wait_for_renewals(issuer: &Issuer, more: u64) {
+    let target = issuer.generator.lease_stats().renewals + more;
+    wait_for_within(PATIENCE, "renewals", || {
+        issuer.generator.lease_stats().renewals >= target
+    });
+}
+
+/// Runs `sql` on `url`.
+fn execute(url: &str, sql: &str) -> u64 {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    client.execute(sql, &[]).unwrap()
+}
+
+/// Checks that two holders' IDs never meet: none shared, and the successor's first ID is
+/// dated after the predecessor's last.
+fn assert_successor_after(before: &[u64], after: &[u64]) {
+    let mut all = before.to_vec();
+    all.extend_from_slice(after);
+    assert_no_duplicates(&all);
+    if let (Some(last), Some(first)) = (before.iter().max(), after.iter().min()) {
+        assert!(
+            unix_ms_of(*first) > unix_ms_of(*last),
+            "the successor issued at {} ms, its predecessor up to {} ms",
+            unix_ms_of(*first),
+            unix_ms_of(*last)
+        );
+    }
+}
+
+/// Run by the other tests in a child process: `IDGEN_TEST_CHILD_STORE` is `<url>|<namespace>`.
+#[test]
+#[ignore = "a child process of the other tests"]
+fn child_process() {
+    let spec = std::env::var(leases::ENV_STORE).unwrap();
+    let (url, namespace) = spec.split_once('|').unwrap();
+    leases::child_main(connected(url, namespace));
+}
+
+#[test]
+fn killed_holders_are_replaced_and_a_million_ids_hold_no_duplicate() {
+    // Four processes on six numbers; four times one is SIGKILLed mid-issue and a
+    // replacement started at once (one with its wall clock 2 s behind): it takes a spare
+    // number, or a killed holder's once that holding ran out, after its mark.
+    let server = PostgresServer::start("lease-kill");
+    let (url, namespace) = (server.url(), namespace("kill"));
+    store(&url, &namespace);
+    let dir = leases::temp_dir("pg-lease-kill");
+    let stop = dir.join("stop");
+    let mut round = 0;
+    let mut spawn = |faketime: Option<&'static str>| {
+        round += 1;
+        ChildSpec {
+            test_name: CHILD,
+            store: format!("{url}|{namespace}"),
+            range: "0-5",
+            out: dir.join(format!("ids-{round}")),
+            stop_file: stop.clone(),
+            faketime,
+            startup_wait: Duration::from_secs(10),
+            horizon: Some(Duration::from_secs(3)),
+            expired_is_fatal: false,
+        }
+        .spawn()
+    };
+    let mut running: Vec<_> = (0..4).map(|_| spawn(None)).collect();
+    let mut files: Vec<_> = running.iter().map(|child| child.out.clone()).collect();
+    let mut taken = Vec::new();
+    for (kill, faketime) in [(0usize, None), (1, Some("-2s")), (0, None), (2, None)] {
+        running[kill].wait_for_more_ids(20_000);
+        running.remove(kill).kill();
+        let replacement = spawn(faketime);
+        taken.push((replacement.worker, replacement.previous_mark));
+        files.push(replacement.out.clone());
+        running.push(replacement);
+    }
+    let written = |files: &[PathBuf]| -> u64 {
+        files
+            .iter()
+            .map(|file| fs::metadata(file).map_or(0, |meta| meta.len() / 8))
+            .sum()
+    };
+    wait_for_within(PATIENCE * 2, "a million IDs", || {
+        written(&files) >= 1_000_000
+    });
+    let count = finish_end_to_end("postgres", running, &files, &stop);
+    println!("replacements took (worker, previous mark) {taken:?}; {count} IDs in all");
+    assert!(count >= 1_000_000);
+}
+
+#[test]
+fn a_database_stopped_past_the_ttl_lets_holders_issue_to_their_marks_then_resume_on_their_numbers()
+{
+    let server = PostgresServer::start("lease-stop");
+    let (url, namespace) = (server.url(), namespace("stop"));
+    store(&url, &namespace);
+    let holders: Vec<Issuer> = (0..2)
+        .map(|_| holder(connected(&url, &namespace), "0-3", Duration::from_secs(4)))
+        .collect();
+    for holder in &holders {
+        wait_for_renewals(holder, 1);
+    }
+    let workers: Vec<u64> = holders.iter().map(|h| h.generator.worker()).collect();
+    server.signal_all("STOP");
+    let stopped_at = idgen::SystemClock.now_unix_ms();
+    // No renewal can be confirmed from here on: each holder's mark is final until the end.
+    let marks: Vec<u64> = holders
+        .iter()
+        .map(|h| h.generator.lease_stats().mark_unix_ms)
+        .collect();
+    // Past the TTL, the holders still issue (up to their marks).
+    while idgen::SystemClock.now_unix_ms() < stopped_at + 1_500 {
+        thread::sleep(Duration::from_millis(20));
+    }
+    for (holder, mark) in holders.iter().zip(&marks) {
+        if idgen::SystemClock.now_unix_ms() + 50 < *mark {
+            holder.generator.next_id().unwrap();
+        }
+    }
+    let last_mark = *marks.iter().max().unwrap();
+    while idgen::SystemClock.now_unix_ms() < last_mark + 1_000 {
+        thread::sleep(Duration::from_millis(50));
+    }
+    for holder in &holders {
+        let error = holder.generator.next_id().unwrap_err();
+        assert!(matches!(error, Error::LeaseExpired { .. }), "{error:?}");
+    }
+    server.signal_all("CONT");
+    let back_at = Instant::now();
+    for holder in &holders {
+        wait_for_within(PATIENCE, "a holder issuing again", || {
+            holder.generator.next_id().is_ok()
+        });
+    }
+    println!(
+        "the holders issued again {:?} after the server resumed",
+        back_at.elapsed()
+    );
+    let after: Vec<u64> = holders.iter().map(|h| h.generator.worker()).collect();
+    assert_eq!(after, workers, "the numbers were taken back, not replaced");
+    let mut all = Vec::new();
+    for (holder, mark) in holders.into_iter().zip(marks) {
+        let (ids, _) = holder.finish();
+        // Nothing dated past the mark was issued while the server was stopped.
+        let stopped: Vec<u64> = ids
+            .iter()
+            .map(|&id| unix_ms_of(id))
+            .filter(|&ms| ms >= stopped_at && ms <= last_mark + 1_000)
+            .collect();
+        assert!(
+            stopped.iter().all(|&ms| ms <= mark),
+            "an ID past the mark {mark}"
+        );
+        assert!(ids.windows(2).all(|pair| pair[0] < pair[1]));
+        all.extend(ids);
+    }
+    assert_no_duplicates(&all);
+}
+
+#[test]
+fn a_server_crash_under_load_costs_no_number_and_no_duplicate() {
+    let server = PostgresServer::start("lease-crash");
+    let (url, namespace) = (server.url(), namespace("crash"));
+    store(&url, &namespace);
+    let dir = leases::temp_dir("pg-lease-crash");
+    let stop = dir.join("stop");
+    let running: Vec<_> = (0..3)
+        .map(|i| {
+            ChildSpec {
+                test_name: CHILD,
+                store: format!("{url}|{namespace}"),
+                range: "0-3",
+                out: dir.join(format!("ids-{i}")),
+                stop_file: stop.clone(),
+                faketime: None,
+                startup_wait: Duration::from_secs(10),
+                // Rides through the crash and recovery.
+                horizon: Some(Duration::from_secs(20)),
+                expired_is_fatal: false,
+            }
+            .spawn()
+        })
+        .collect();
+    let files: Vec<_> = running.iter().map(|child| child.out.clone()).collect();
+    let workers: Vec<u64> = running.iter().map(|child| child.worker).collect();
+    for _ in 0..2 {
+        for child in &running {
+            child.wait_for_more_ids(5_000);
+        }
+        server.restart_immediate();
+    }
+    // Each child still holds the number it started with: none was lost (a loss fails the
+    // child), and each issues after the crashes.
+    let survey = connected(&url, &namespace).survey(&range("0-3")).unwrap();
+    for worker in &workers {
+        assert_eq!(
+            survey[*worker as usize].state,
+            idgen::lease::NumberState::Held
+        );
+    }
+    finish_end_to_end("postgres crash", running, &files, &stop);
+}
+
+#[test]
+fn a_row_deleted_under_a_live_holder_never_hands_its_number_over_early() {
+    let server = PostgresServer::start("lease-delete");
+    let (url, namespace) = (server.url(), namespace("delete"));
+    store(&url, &namespace);
+    let first = holder(connected(&url, &namespace), "0-0", Duration::from_secs(2));
+    wait_for_renewals(&first, 1);
+    let deleted = execute(
+        &url,
+        &format!("DELETE FROM idgen_leases WHERE namespace = '{namespace}' AND worker = 0"),
+    );
+    assert_eq!(deleted, 1);
+    // Whoever takes number 0 next (a newcomer, or the holder itself after its renewal
+    // found the row gone) finds its mark unknown and waits a horizon.
+    let second = holder(connected(&url, &namespace), "0-0", Duration::from_secs(2));
+    second.generator.next_id().unwrap();
+    let first_stats = first.generator.lease_stats();
+    let (first_ids, _) = first.finish();
+    let (second_ids, _) = second.finish();
+    println!(
+        "the first holder: {:?}; {} and {} IDs",
+        first_stats.state,
+        first_ids.len(),
+        second_ids.len()
+    );
+    assert_successor_after(&first_ids, &second_ids);
+}
+
+#[test]
+fn tables_restored_from_an_older_dump_stop_the_holder_and_refuse_numbers_until_the_restore_step() {
+    let server = PostgresServer::start("lease-dump");
+    let (url, namespace) = (server.url(), namespace("dump"));
+    store(&url, &namespace);
+    let first = holder(connected(&url, &namespace), "0-1", Duration::from_secs(2));
+    wait_for_renewals(&first, 1);
+    let dump = server.dump(&["idgen_leases", "idgen_lease_namespaces"], "leases.sql");
+    // Marks written after the dump are the ones a restore loses.
+    wait_for_renewals(&first, 3);
+    server.run_sql_file(&dump);
+    wait_for_within(PATIENCE, "the holder to find the restore and stop", || {
+        first.generator.lease_stats().state != LeaseState::Valid
+            && first.generator.next_id().is_err()
+    });
+    // No process takes a number until the operator's step.
+    let error = LeasedGenerator::builder(connected(&url, &namespace), range("0-1"))
+        .startup_wait(Duration::ZERO)
+        .acquire()
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::LeaseStoreRestored { .. }),
+        "{error:?}"
+    );
+    let raised = connected(&url, &namespace)
+        .init_after_restore(0..=0, 0..=31, idgen::SystemClock.now_unix_ms())
+        .unwrap();
+    assert!(raised >= 32, "{raised}");
+    let second = holder(connected(&url, &namespace), "0-1", Duration::from_secs(2));
+    second.generator.next_id().unwrap();
+    let (first_ids, _) = first.finish();
+    let (second_ids, _) = second.finish();
+    assert_successor_after(&first_ids, &second_ids);
+}
