@@ -1,7 +1,9 @@
 //! A simulated holder process: its own clocks (an offset, a drift, steps of the wall
 //! clock), the real lease [`Machine`] and the real [`Generator`], and the claim it keeps
-//! for the store (token and last write's revision, as the etcd store's claim does),
-//! including the etcd connection's check that the store's revision never goes back.
+//! for the store (token and last write's revision, as the etcd store's claim does, or
+//! token and row version, as the PostgreSQL claim does), including the etcd connection's
+//! check that the store's revision never goes back (the PostgreSQL model answers revision
+//! 0, which never trips it: that store has no such check).
 
 use std::collections::BTreeMap;
 
@@ -12,7 +14,7 @@ use crate::sync::{Arc, AtomicU64, Ordering};
 
 use super::super::WorkerRange;
 use super::super::protocol::{Answer, Machine, Now, Output, Request, Settings};
-use super::store::{StoreAnswer, StoreRequest, Token};
+use super::store::{Claim, StoreAnswer, StoreRequest};
 
 /// The generator's clock: the holder's wall clock, set by the simulator before each call.
 #[derive(Debug, Clone, Default)]
@@ -91,7 +93,7 @@ pub(super) struct Holder {
     pub(super) machine: Option<Machine>,
     pub(super) generator: Option<Generator<SimClock>>,
     clock: SimClock,
-    claim: Option<(u64, Token)>,
+    claim: Option<(u64, Claim)>,
     /// Marks sent for the claim since its last confirmed write.
     unconfirmed: Vec<u64>,
     pub(super) outstanding: Option<Outstanding>,
@@ -235,13 +237,19 @@ impl Holder {
                     self.claim = None;
                     Some(Ok(Answer::Done))
                 }
-                Request::Renew { worker, .. } if !self.holds(*worker) => {
+                // A claim that knows its number is gone answers without the store, as the
+                // PostgreSQL claim does once it found its row taken or gone back.
+                Request::Renew { worker, .. } if !self.holds(*worker) || self.released(*worker) => {
                     Some(Err(Error::LeaseLost {
                         datacenter: 0,
                         worker: *worker,
                     }))
                 }
-                Request::Release { worker, .. } if !self.holds(*worker) => Some(Ok(Answer::Done)),
+                Request::Release { worker, .. }
+                    if !self.holds(*worker) || self.released(*worker) =>
+                {
+                    Some(Ok(Answer::Done))
+                }
                 _ => None,
             };
             if let Some(answer) = local {
@@ -250,7 +258,7 @@ impl Holder {
             }
             let id = self.next_request;
             self.next_request += 1;
-            let store_request = self.store_request(&request)?;
+            let store_request = self.store_request(&request, now.unix_ms)?;
             if let Request::Renew { mark_unix_ms, .. } = request {
                 self.unconfirmed.push(mark_unix_ms);
             }
@@ -267,7 +275,12 @@ impl Holder {
         self.claim.is_some_and(|(held, _)| held == worker)
     }
 
-    fn store_request(&self, request: &Request) -> Option<StoreRequest> {
+    fn released(&self, worker: u64) -> bool {
+        self.claim
+            .is_some_and(|(held, claim)| held == worker && claim.released())
+    }
+
+    fn store_request(&self, request: &Request, sent_unix_ms: u64) -> Option<StoreRequest> {
         let token = |worker: u64| {
             self.claim
                 .filter(|(held, _)| *held == worker)
@@ -279,7 +292,10 @@ impl Holder {
             },
             Request::RaiseHorizon { horizon_ms } => StoreRequest::RaiseHorizon { horizon_ms },
             Request::Survey => StoreRequest::Survey,
-            Request::Acquire { worker } => StoreRequest::Acquire { worker },
+            Request::Acquire { worker } => StoreRequest::Acquire {
+                worker,
+                sent_unix_ms,
+            },
             Request::Renew {
                 worker,
                 mark_unix_ms,
@@ -288,6 +304,7 @@ impl Holder {
                 mark: mark_unix_ms,
                 claim: token(worker)?,
                 unconfirmed: self.unconfirmed.clone(),
+                sent_unix_ms,
             },
             Request::Release {
                 worker,
@@ -297,6 +314,7 @@ impl Holder {
                 mark: mark_unix_ms,
                 claim: token(worker)?,
                 unconfirmed: self.unconfirmed.clone(),
+                sent_unix_ms,
             },
             Request::Forget { .. } => return None,
         })
@@ -350,6 +368,10 @@ impl Holder {
                         self.claim = Some((*worker, token));
                         self.unconfirmed.clear();
                         self.confirmed.insert(*worker, *mark_unix_ms);
+                    }
+                    // A renewal that found its number gone: the claim says so from now on.
+                    (Request::Renew { worker, .. }, Some(token), Err(_)) if self.holds(*worker) => {
+                        self.claim = Some((*worker, token));
                     }
                     _ => {}
                 }
@@ -408,7 +430,7 @@ impl Holder {
         if let Some((held, token)) = self.claim
             && held == worker
         {
-            self.granted = (token.granted_ms, token.id);
+            self.granted = token.granted();
         }
         if let Some(generator) = &self.generator {
             if generator

@@ -7,14 +7,18 @@
 //! that wants a number and can have one issues). The same seed replays the same run, event
 //! for event (its trace hash says so); a failure prints the seed and the last events.
 //!
-//! - `store.rs`: the store model; `holder.rs`: a holder process; `world.rs`: the events,
-//!   the network and the fault schedule; `check.rs`: the checkers and the trace.
+//! - `store.rs`: the etcd model; `postgres_store.rs` (feature `postgres`): the PostgreSQL
+//!   model, on the real `lease::postgres::verdict`; `holder.rs`: a holder process;
+//!   `world.rs`: the events, the network and the fault schedule; `check.rs`: the checkers
+//!   and the trace.
 //! - `tests.rs`: the seeds the test command runs, the mutations they must catch, the
 //!   scenarios of earlier duplicate reports, and a long run of any shape
 //!   (`IDGEN_SIM_SHAPE`, `IDGEN_SIM_SEEDS`; see `docs/leases.md`).
 
 mod check;
 mod holder;
+#[cfg(feature = "postgres")]
+mod postgres_store;
 mod store;
 mod tests;
 mod world;
@@ -22,6 +26,17 @@ mod world;
 use std::collections::BTreeMap;
 
 pub(crate) use super::protocol::Mutation;
+#[cfg(feature = "postgres")]
+pub(crate) use postgres_store::{PostgresDefect, PostgresRun};
+
+/// Which store the fleet runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Model {
+    Etcd,
+    /// The PostgreSQL model: which semantics, and a defect of them built in or none.
+    #[cfg(feature = "postgres")]
+    Postgres(PostgresRun),
+}
 
 /// A small deterministic generator (SplitMix64): every choice of a run comes from it.
 #[derive(Debug, Clone)]
@@ -83,6 +98,28 @@ pub(crate) enum Fault {
     Crash,
     /// A holder released its number, started again later.
     Stop,
+    /// PostgreSQL: the server's clock stepped (forward or back), and half the time back
+    /// again within 3 TTLs.
+    #[cfg(feature = "postgres")]
+    ServerClockStep,
+    /// PostgreSQL: a number's row deleted (one written longer ago than clocks disagree).
+    #[cfg(feature = "postgres")]
+    DeleteRow,
+    /// PostgreSQL: a number's token cleared by hand, its mark kept.
+    #[cfg(feature = "postgres")]
+    FreeRow,
+    /// PostgreSQL: the tables dropped and restored from the last copy (a new table OID),
+    /// then the operator's step.
+    #[cfg(feature = "postgres")]
+    TableRestored,
+    /// PostgreSQL: the rows replaced by the last copy's, data only (the identity kept),
+    /// the server unreachable until the operator's step.
+    #[cfg(feature = "postgres")]
+    DataRestored,
+    /// PostgreSQL: a failover to a standby that stood at the last copy (a new timeline, its
+    /// own clock), then the operator's step.
+    #[cfg(feature = "postgres")]
+    Failover,
 }
 
 impl Fault {
@@ -95,6 +132,26 @@ impl Fault {
         Fault::Wipe,
         Fault::DeleteMark,
         Fault::DeleteHolder,
+        Fault::ClockStep,
+        Fault::Pause,
+        Fault::Crash,
+        Fault::Stop,
+    ];
+
+    /// The faults of a PostgreSQL run: the copy (`Snapshot`) is what a restore or a
+    /// failover goes back to.
+    #[cfg(feature = "postgres")]
+    pub(crate) const POSTGRES: [Fault; 14] = [
+        Fault::Partition,
+        Fault::StoreRestart,
+        Fault::Snapshot,
+        Fault::TableRestored,
+        Fault::DataRestored,
+        Fault::Failover,
+        Fault::Wipe,
+        Fault::DeleteRow,
+        Fault::FreeRow,
+        Fault::ServerClockStep,
         Fault::ClockStep,
         Fault::Pause,
         Fault::Crash,
@@ -115,6 +172,18 @@ impl Fault {
             Fault::Pause => "pause",
             Fault::Crash => "crash",
             Fault::Stop => "stop and restart",
+            #[cfg(feature = "postgres")]
+            Fault::ServerClockStep => "server clock step",
+            #[cfg(feature = "postgres")]
+            Fault::DeleteRow => "row deleted",
+            #[cfg(feature = "postgres")]
+            Fault::FreeRow => "row freed by hand",
+            #[cfg(feature = "postgres")]
+            Fault::TableRestored => "table dropped and restored",
+            #[cfg(feature = "postgres")]
+            Fault::DataRestored => "rows restored, data only",
+            #[cfg(feature = "postgres")]
+            Fault::Failover => "failover to a standby behind",
         }
     }
 }
@@ -149,6 +218,7 @@ pub(crate) struct Shape {
     pub(crate) retry_take_ms: u64,
     /// The last holder has another layout (epoch), and starts after the others.
     pub(crate) misconfigured: bool,
+    pub(crate) model: Model,
 }
 
 impl Shape {
@@ -181,6 +251,7 @@ impl Shape {
             burst: 8,
             retry_take_ms: 500,
             misconfigured: rng.below(10) == 0,
+            model: Model::Etcd,
         }
     }
 
@@ -213,7 +284,16 @@ impl Shape {
             burst: 4,
             retry_take_ms: 5_000,
             misconfigured: rng.below(10) == 0,
+            model: Model::Etcd,
         }
+    }
+
+    /// The same fleet against the PostgreSQL model, under the faults that store has.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn on_postgres(mut self, run: PostgresRun) -> Shape {
+        self.model = Model::Postgres(run);
+        self.faults = Fault::POSTGRES.to_vec();
+        self
     }
 }
 

@@ -22,20 +22,67 @@ pub(super) enum StoreRequest {
     Survey,
     Acquire {
         worker: u64,
+        /// The holder's wall clock when it sent the request (what the PostgreSQL claim
+        /// keeps as the time of its last confirmed write; the etcd model needs none).
+        #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+        sent_unix_ms: u64,
     },
     Renew {
         worker: u64,
         mark: u64,
-        claim: Token,
+        claim: Claim,
         /// Marks the claim sent since its last confirmed write (their answers lost).
         unconfirmed: Vec<u64>,
+        #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+        sent_unix_ms: u64,
     },
     Release {
         worker: u64,
         mark: u64,
-        claim: Token,
+        claim: Claim,
         unconfirmed: Vec<u64>,
+        #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+        sent_unix_ms: u64,
     },
+}
+
+/// What a holder keeps of the number it holds: the etcd claim's token or the PostgreSQL
+/// claim's row, as the model it talks to hands them out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Claim {
+    Etcd(Token),
+    #[cfg(feature = "postgres")]
+    Postgres(super::postgres_store::RowClaim),
+}
+
+impl Claim {
+    /// When the store granted the claim (true time) and its token: the order of a
+    /// number's tenures, for the checker.
+    pub(super) fn granted(&self) -> (u64, u64) {
+        match self {
+            Claim::Etcd(token) => (token.granted_ms, token.id),
+            #[cfg(feature = "postgres")]
+            Claim::Postgres(row) => (row.granted_ms, row.token),
+        }
+    }
+
+    /// Whether the claim already knows its number is gone (the PostgreSQL claim answers
+    /// its renewals and releases without asking the store then).
+    pub(super) fn released(&self) -> bool {
+        match self {
+            Claim::Etcd(_) => false,
+            #[cfg(feature = "postgres")]
+            Claim::Postgres(row) => row.released,
+        }
+    }
+
+    fn etcd(&self) -> Token {
+        match self {
+            Claim::Etcd(token) => *token,
+            #[cfg(feature = "postgres")]
+            Claim::Postgres(_) => unreachable!("a PostgreSQL claim sent to the etcd model"),
+        }
+    }
 }
 
 /// Whether the client still waits for the answer when the store applies a request: a
@@ -69,8 +116,13 @@ pub(super) struct StoreAnswer {
     /// gone back is accepted once the procedure ran after the holder last looked.
     pub(super) procedures: u64,
     pub(super) result: Result<Answer, Error>,
-    /// The claim a successful acquire, renew or release leaves the holder with.
-    pub(super) token: Option<Token>,
+    /// The claim a successful acquire, renew or release leaves the holder with (on the
+    /// PostgreSQL model, also a failed one that found the number gone).
+    pub(super) token: Option<Claim>,
+    /// The PostgreSQL model's row mark after a renewal or release that wrote it (the larger
+    /// of the row's and the one sent: a late renewal's lower mark leaves it as it was);
+    /// `None` on etcd, whose writes take the mark sent.
+    pub(super) row_mark: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -182,7 +234,7 @@ impl Store {
                     .collect();
                 (Ok(Answer::Numbers(numbers)), None)
             }
-            StoreRequest::Acquire { worker } => {
+            StoreRequest::Acquire { worker, .. } => {
                 if self.live_lease(worker, now_ms) {
                     (Err(full(worker)), None)
                 } else {
@@ -205,7 +257,7 @@ impl Store {
                         written_mark: 0,
                         granted_ms: now_ms,
                     };
-                    (Ok(Answer::Acquired(acquired)), Some(token))
+                    (Ok(Answer::Acquired(acquired)), Some(Claim::Etcd(token)))
                 }
             }
             StoreRequest::Renew {
@@ -213,19 +265,36 @@ impl Store {
                 mark,
                 claim,
                 ref unconfirmed,
-            } => self.write(worker, mark, claim, unconfirmed, now_ms, (false, waiting)),
+                ..
+            } => self.write(
+                worker,
+                mark,
+                claim.etcd(),
+                unconfirmed,
+                now_ms,
+                (false, waiting),
+            ),
             StoreRequest::Release {
                 worker,
                 mark,
                 claim,
                 ref unconfirmed,
-            } => self.write(worker, mark, claim, unconfirmed, now_ms, (true, waiting)),
+                ..
+            } => self.write(
+                worker,
+                mark,
+                claim.etcd(),
+                unconfirmed,
+                now_ms,
+                (true, waiting),
+            ),
         };
         StoreAnswer {
             revision: self.revision,
             procedures: self.procedures,
             result,
             token,
+            row_mark: None,
         }
     }
 
@@ -242,7 +311,7 @@ impl Store {
         unconfirmed: &[u64],
         now_ms: u64,
         (release, waiting): (bool, Waiting),
-    ) -> (Result<Answer, Error>, Option<Token>) {
+    ) -> (Result<Answer, Error>, Option<Claim>) {
         let number = &self.numbers[worker as usize];
         // The store is older than the claim's own last write, or holds another value at
         // its very revision: it was restored from a snapshot (the etcd claim finds this
@@ -310,7 +379,7 @@ impl Store {
             written_mark: if never_used { claim.written_mark } else { mark },
             granted_ms: claim.granted_ms,
         };
-        (Ok(Answer::Done), Some(token))
+        (Ok(Answer::Done), Some(Claim::Etcd(token)))
     }
 
     /// A leader change: every live lease gets its whole TTL again (etcd's rule).
@@ -414,7 +483,7 @@ impl Store {
     }
 }
 
-fn full(worker: u64) -> Error {
+pub(super) fn full(worker: u64) -> Error {
     Error::LeaseRangeFull {
         range: format!("datacenter 0, worker {worker}"),
         held: 1,
@@ -422,7 +491,7 @@ fn full(worker: u64) -> Error {
     }
 }
 
-fn lost(worker: u64) -> Error {
+pub(super) fn lost(worker: u64) -> Error {
     Error::LeaseLost {
         datacenter: 0,
         worker,

@@ -1,10 +1,13 @@
 //! The simulator's tests: the seeds the test command runs (safety, liveness, and floors on
 //! what they exercised), replay, the mutations they must catch, and the scenarios of
-//! earlier duplicate reports.
+//! earlier duplicate reports; with feature `postgres`, the same fleets on the PostgreSQL
+//! model and the defects of its semantics they must catch.
 
 use std::collections::BTreeMap;
 
 use super::{Fault, Mutation, Report, Rng, Shape, run};
+#[cfg(feature = "postgres")]
+use super::{PostgresDefect, PostgresRun};
 
 /// How many seeds a test runs: `IDGEN_SIM_SEEDS`, else `release` (an optimised build, as
 /// the test command runs the simulator) or `debug` (the plain `cargo test`).
@@ -338,7 +341,8 @@ fn a_holder_with_another_layout_is_refused_by_the_store() {
 }
 
 /// A long run of any shape: `IDGEN_SIM_SHAPE=large` (up to `IDGEN_SIM_HOLDERS`, default
-/// 10,000 holders, for `IDGEN_SIM_MINUTES`, default 60 simulated minutes) or `small`, and
+/// 10,000 holders, for `IDGEN_SIM_MINUTES`, default 60 simulated minutes) or `small`, each
+/// with `-postgres` for the PostgreSQL model (built with `--features postgres`), and
 /// `IDGEN_SIM_SEEDS` seeds from `IDGEN_SIM_FIRST_SEED`.
 #[test]
 #[ignore = "a long run: IDGEN_SIM_SHAPE, IDGEN_SIM_SEEDS, IDGEN_SIM_FIRST_SEED"]
@@ -353,18 +357,171 @@ fn long_run() {
     let seeds = var("IDGEN_SIM_SEEDS", 10);
     let holders = var("IDGEN_SIM_HOLDERS", 10_000) as u32;
     let minutes = var("IDGEN_SIM_MINUTES", 60);
-    let large = std::env::var("IDGEN_SIM_SHAPE").map_or(true, |shape| shape != "small");
+    let name = std::env::var("IDGEN_SIM_SHAPE").unwrap_or_default();
+    let large = !name.starts_with("small");
+    let on_postgres = name.ends_with("-postgres");
+    #[cfg(not(feature = "postgres"))]
+    assert!(
+        !on_postgres,
+        "the PostgreSQL model needs --features postgres"
+    );
     let started = std::time::Instant::now();
     let totals = run_seeds(first..first + seeds, |seed| {
-        if large {
+        let shape = if large {
             Shape::large(&mut Rng::new(seed), holders, minutes * 60_000)
         } else {
             small(seed)
+        };
+        #[cfg(feature = "postgres")]
+        if on_postgres {
+            return shape.on_postgres(PostgresRun::default());
         }
+        shape
     });
     totals.print(&format!(
         "long run, seeds {first}..{} ({:.0} s)",
         first + seeds,
         started.elapsed().as_secs_f64()
     ));
+}
+
+/// Small fleets on the PostgreSQL model, as `schema.rs` and `claim.rs` stand.
+#[cfg(feature = "postgres")]
+fn small_on_postgres(seed: u64) -> Shape {
+    small(seed).on_postgres(PostgresRun::default())
+}
+
+/// Small fleets on the PostgreSQL model with the changes the model's runs proposed (see
+/// [`PostgresRun::proposed_fixes`]), and `defect` built in.
+#[cfg(feature = "postgres")]
+fn small_on_postgres_fixed(seed: u64, defect: Option<PostgresDefect>) -> Shape {
+    small(seed).on_postgres(PostgresRun {
+        proposed_fixes: true,
+        defect,
+    })
+}
+
+/// Runs the PostgreSQL seeds of the test command and checks what they exercised.
+#[cfg(feature = "postgres")]
+fn postgres_seeds(what: &str, shape: impl Fn(u64) -> Shape) {
+    let seeds = seeds(300, 20);
+    let first = first_seed();
+    let started = std::time::Instant::now();
+    let totals = run_seeds(first..first + seeds, shape);
+    totals.print(&format!(
+        "{what} ({:.1} s)",
+        started.elapsed().as_secs_f64()
+    ));
+    // Floors that hold for the 20 seeds of a debug build too.
+    let per = |count: u64| (count * seeds / 20).max(1);
+    let mut floors: Vec<(&str, u64)> = Fault::POSTGRES
+        .iter()
+        .map(|fault| (fault.name(), per(3)))
+        .collect();
+    floors.extend([
+        ("request lost", per(30)),
+        ("answer lost", per(30)),
+        ("request to a store that is down", per(30)),
+        ("took a passed number", per(30)),
+        ("took the nearest mark", per(5)),
+        ("inferred a lost mark", per(2)),
+        ("waited for a mark", per(5)),
+        ("new number after a loss", per(5)),
+        ("renewed", per(300)),
+        ("lost", per(5)),
+        ("take back", per(1)),
+        ("restore found", per(2)),
+        ("init --after-restore", per(3)),
+        ("init", per(1)),
+    ]);
+    totals.assert_at_least(&floors);
+}
+
+/// The PostgreSQL semantics as they stand. This finds duplicates today (seed 0 first):
+/// a claim a restore brought back renews after `init --after-restore` (the step's version
+/// bump, or a copy taken after the claim's last write, passes the version guard) or takes
+/// its expired number back before the step (the renewal checks no cluster), while the
+/// number's later holder, which the restore forgot, still issues up to its mark; and a
+/// re-made row given back unused stays unknown, so takers that give back a number whose
+/// mark is ahead never use it (liveness). The proposed fixes are checked by the next test.
+#[cfg(feature = "postgres")]
+#[test]
+fn small_fleets_on_postgres_under_every_fault_issue_no_id_twice_and_every_holder_gets_a_number() {
+    postgres_seeds("small fleets on PostgreSQL", small_on_postgres);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn small_fleets_on_postgres_with_the_proposed_fixes_issue_no_id_twice() {
+    postgres_seeds("small fleets on PostgreSQL, proposed fixes", |seed| {
+        small_on_postgres_fixed(seed, None)
+    });
+    // The shape that catches a defect finds nothing without it.
+    let (first, seeds) = (first_seed(), seeds(100, 10));
+    run_seeds(first..first + seeds, |seed| {
+        deleted_rows_under_holders_cut_off(seed, None)
+    })
+    .print("deleted rows on PostgreSQL, proposed fixes");
+}
+
+/// The first seed (of `within`) whose run on the fixed PostgreSQL model with `defect`
+/// finds a safety violation.
+#[cfg(feature = "postgres")]
+fn caught_on_postgres(
+    defect: PostgresDefect,
+    within: u64,
+    shape: fn(u64, PostgresDefect) -> Shape,
+) -> Option<(u64, String)> {
+    (0..within).find_map(|seed| {
+        let report = run(seed, &shape(seed, defect), None);
+        if report.violations.is_empty() {
+            return None;
+        }
+        report.failure().map(|failure| (seed, failure))
+    })
+}
+
+macro_rules! postgres_defect_test {
+    ($name:ident, $defect:ident, $within:expr, $shape:expr) => {
+        #[cfg(feature = "postgres")]
+        #[test]
+        fn $name() {
+            match caught_on_postgres(PostgresDefect::$defect, $within, $shape) {
+                Some((seed, failure)) => println!(
+                    "{:?} caught by seed {seed}: {}",
+                    PostgresDefect::$defect,
+                    failure.lines().next().unwrap_or_default()
+                ),
+                None => panic!(
+                    "{:?} went unnoticed by {} seeds: the PostgreSQL model lost its teeth",
+                    PostgresDefect::$defect,
+                    $within
+                ),
+            }
+        }
+    };
+}
+
+postgres_defect_test!(
+    an_acquire_that_ignores_the_cluster_is_caught,
+    AcquireIgnoresCluster,
+    300,
+    |seed, defect| small_on_postgres_fixed(seed, Some(defect))
+);
+postgres_defect_test!(
+    a_remade_row_taken_as_never_held_is_caught,
+    UnknownMarkTakenAsNone,
+    300,
+    |seed, defect| deleted_rows_under_holders_cut_off(seed, Some(defect))
+);
+
+/// Rows deleted under holders cut off, as `deleted_marks_under_horizons_far_apart` on etcd.
+#[cfg(feature = "postgres")]
+fn deleted_rows_under_holders_cut_off(seed: u64, defect: Option<PostgresDefect>) -> Shape {
+    let mut shape = deleted_marks_under_horizons_far_apart(seed).on_postgres(PostgresRun {
+        proposed_fixes: true,
+        defect,
+    });
+    shape.faults = vec![Fault::DeleteRow, Fault::Partition, Fault::Crash];
+    shape
 }

@@ -1,5 +1,6 @@
 //! One run: the event queue in true time, the network between holders and the store (delay,
-//! loss, duplication, reordering, partitions), the fault schedule, and the checks.
+//! loss, duplication, reordering, partitions), the store model the run chose (etcd or
+//! PostgreSQL), the fault schedule, and the checks.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -11,8 +12,77 @@ use super::super::WorkerRange;
 use super::super::protocol::{Note, Output, Settings};
 use super::check::{Issuer, Safety, Trace};
 use super::holder::{Clocks, Holder, Issued};
+#[cfg(feature = "postgres")]
+use super::postgres_store::PostgresModel;
 use super::store::{Store, StoreAnswer, StoreRequest, Waiting};
-use super::{Fault, Report, Rng, Shape};
+use super::{Fault, Model, Report, Rng, Shape};
+
+/// The store model a run talks to.
+enum Backend {
+    Etcd(Store),
+    #[cfg(feature = "postgres")]
+    Postgres(PostgresModel),
+}
+
+impl Backend {
+    fn apply(&mut self, request: &StoreRequest, now_ms: u64, waiting: Waiting) -> StoreAnswer {
+        match self {
+            Backend::Etcd(store) => store.apply(request, now_ms, waiting),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(model) => model.apply(request, now_ms),
+        }
+    }
+
+    fn etcd(&mut self) -> Option<&mut Store> {
+        match self {
+            Backend::Etcd(store) => Some(store),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => None,
+        }
+    }
+
+    /// The etcd store's revision, or the PostgreSQL model's count of writes: a number for
+    /// the trace that moves with the store.
+    fn revision(&self) -> u64 {
+        match self {
+            Backend::Etcd(store) => store.revision(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(model) => model.writes(),
+        }
+    }
+
+    fn serves(&self, layout: u32) -> bool {
+        match self {
+            Backend::Etcd(store) => store.serves(layout),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(model) => model.serves(layout),
+        }
+    }
+
+    fn take_backs(&self) -> u64 {
+        match self {
+            Backend::Etcd(store) => store.take_backs,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(model) => model.take_backs,
+        }
+    }
+
+    fn numbers(&self) -> u64 {
+        match self {
+            Backend::Etcd(store) => store.numbers(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(model) => model.numbers(),
+        }
+    }
+
+    fn written_before(&self, before_ms: u64) -> Vec<u64> {
+        match self {
+            Backend::Etcd(store) => store.written_before(before_ms),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(model) => model.written_before(before_ms),
+        }
+    }
+}
 
 #[derive(Debug)]
 enum Event {
@@ -42,12 +112,16 @@ enum Event {
     Start { holder: u32 },
     /// The next fault of the schedule.
     NextFault,
-    /// The operator's procedure after a restore or a wipe, and the store back.
-    Procedure,
+    /// The operator's procedure after a restore or a wipe, and the store back
+    /// (`after_restore`: on PostgreSQL, `init --after-restore` rather than `init`).
+    Procedure { after_restore: bool },
     /// The store answers again.
     StoreUp,
     /// A clock step corrected.
     ClockStep { holder: u32, step: i64 },
+    /// The PostgreSQL server's clock step corrected.
+    #[cfg(feature = "postgres")]
+    ServerClockStep { step: i64 },
 }
 
 impl Event {
@@ -92,7 +166,7 @@ pub(super) struct World<'a> {
     now: u64,
     seq: u64,
     queue: BinaryHeap<Reverse<Queued>>,
-    store: Store,
+    store: Backend,
     snapshot: Option<Store>,
     store_down_until: u64,
     holders: Vec<Holder>,
@@ -167,13 +241,25 @@ impl<'a> World<'a> {
             2 * clock_spread_ms + 2 * max_horizon_ms + 4 * shape.ttl_ms + 10_000;
         let heal_at = start_ms + shape.duration_ms * 6 / 10;
         let end_at = heal_at + (shape.duration_ms * 4 / 10).max(liveness_bound_ms);
+        let store = match shape.model {
+            Model::Etcd => Backend::Etcd(Store::new(shape.numbers, shape.ttl_ms, start_ms)),
+            // The server's clock is one more clock off the true time, as the holders' are.
+            #[cfg(feature = "postgres")]
+            Model::Postgres(run) => Backend::Postgres(PostgresModel::new(
+                shape.numbers,
+                shape.ttl_ms,
+                start_ms,
+                rng.signed(shape.skew_ms),
+                run,
+            )),
+        };
         let mut world = World {
             shape,
             rng,
             now: start_ms,
             seq: 0,
             queue: BinaryHeap::new(),
-            store: Store::new(shape.numbers, shape.ttl_ms, start_ms),
+            store,
             snapshot: None,
             store_down_until: 0,
             wanting: vec![false; holders.len()],
@@ -227,7 +313,13 @@ impl<'a> World<'a> {
             {
                 let held = &mut self.holders[holder as usize];
                 let at = held.paused_until;
-                if let Event::Wake { .. } = queued.event {
+                if let Event::Wake { incarnation, .. } = queued.event {
+                    // A wake of an earlier incarnation, or one a nearer wake replaced, is
+                    // dropped here as it would be when due: moving the holder's wake to
+                    // it would orphan the wake that is current (the holder never woke).
+                    if incarnation != held.incarnation || held.wake_at != Some(self.now) {
+                        continue;
+                    }
                     held.wake_at = Some(at);
                 }
                 self.schedule(at, queued.event);
@@ -243,7 +335,7 @@ impl<'a> World<'a> {
         } else {
             None
         };
-        self.paths.insert("take back", self.store.take_backs);
+        self.paths.insert("take back", self.store.take_backs());
         let restored: u64 = self.holders.iter().map(|holder| holder.restored_seen).sum();
         self.paths.insert("restore found", restored);
         Report {
@@ -320,7 +412,7 @@ impl<'a> World<'a> {
                     format!("{request:?} ({waiting:?}) -> {answer:?}")
                 });
                 if answer.result.is_ok() {
-                    self.check_mark_write(holder, incarnation, &request);
+                    self.check_mark_write(holder, incarnation, &request, answer.row_mark);
                 }
                 self.trace.event(
                     self.now,
@@ -381,9 +473,24 @@ impl<'a> World<'a> {
                     self.schedule(at, Event::NextFault);
                 }
             }
-            Event::Procedure => {
+            Event::Procedure { after_restore } => {
                 let horizon = self.shape.horizons_ms.iter().copied().max().unwrap_or(0);
-                self.store.raise_every_mark(self.now, horizon, 0);
+                match &mut self.store {
+                    // One procedure on etcd, after a restore and after a wipe alike.
+                    Backend::Etcd(store) => {
+                        let _ = after_restore;
+                        store.raise_every_mark(self.now, horizon, 0);
+                    }
+                    // The operator's host has a clock of its own: the restore step's time
+                    // is compared with the holders' (`restore_step_covers`).
+                    #[cfg(feature = "postgres")]
+                    Backend::Postgres(model) => {
+                        let operator_ms = self.now as i64 + self.rng.signed(self.shape.skew_ms);
+                        let step =
+                            model.procedure(operator_ms as u64, horizon, after_restore, self.now);
+                        self.count_path(if step { "init --after-restore" } else { "init" });
+                    }
+                }
                 let revision = self.store.revision();
                 self.trace
                     .event(self.now, 0, "procedure", horizon, revision);
@@ -395,7 +502,21 @@ impl<'a> World<'a> {
             }
             Event::StoreUp => {
                 self.trace.event(self.now, 0, "store up", 0, 0);
-                self.store.leader_change(self.now);
+                // A PostgreSQL restart keeps every row and the server's clock: nothing moves.
+                if let Some(store) = self.store.etcd() {
+                    store.leader_change(self.now);
+                }
+            }
+            #[cfg(feature = "postgres")]
+            Event::ServerClockStep { step } => {
+                self.trace.event(
+                    self.now,
+                    0,
+                    "server clock step back",
+                    step.unsigned_abs(),
+                    0,
+                );
+                self.step_server_clock(step);
             }
         }
     }
@@ -575,13 +696,28 @@ impl<'a> World<'a> {
 
     /// A mark the store took from a holder must lie at or above every ID the holder issued
     /// as that number so far: the direct form of what a successor relies on.
-    fn check_mark_write(&mut self, holder: u32, incarnation: u32, request: &StoreRequest) {
+    fn check_mark_write(
+        &mut self,
+        holder: u32,
+        incarnation: u32,
+        request: &StoreRequest,
+        #[cfg_attr(not(feature = "postgres"), allow(unused_variables))] row_mark: Option<u64>,
+    ) {
         let (StoreRequest::Renew { worker, mark, .. } | StoreRequest::Release { worker, mark, .. }) =
             request
         else {
             return;
         };
-        let (worker, mark) = (*worker, *mark);
+        // On PostgreSQL the row keeps the larger mark, and a release that found its number
+        // lost answers Ok without writing: the row's mark is what a successor reads.
+        let mark = match self.shape.model {
+            Model::Etcd => Some(*mark),
+            #[cfg(feature = "postgres")]
+            Model::Postgres(_) => row_mark,
+        };
+        let (worker, Some(mark)) = (*worker, mark) else {
+            return;
+        };
         let held = &self.holders[holder as usize];
         if held.incarnation != incarnation {
             return;
@@ -624,22 +760,47 @@ impl<'a> World<'a> {
                 self.store_down_until = self.store_down_until.max(at);
                 self.schedule(at, Event::StoreUp);
             }
-            Fault::LeaderChange => self.store.leader_change(self.now),
-            Fault::Snapshot => self.snapshot = Some(self.store.snapshot(self.now)),
+            Fault::LeaderChange => {
+                if let Some(store) = self.store.etcd() {
+                    store.leader_change(self.now);
+                }
+            }
+            Fault::Snapshot => match &mut self.store {
+                Backend::Etcd(store) => self.snapshot = Some(store.snapshot(self.now)),
+                #[cfg(feature = "postgres")]
+                Backend::Postgres(model) => model.take_copy(),
+            },
             Fault::Restore => {
-                let Some(snapshot) = self.snapshot.clone() else {
+                let now = self.now;
+                let (Some(snapshot), Some(store)) = (self.snapshot.clone(), self.store.etcd())
+                else {
                     return;
                 };
-                let (take_backs, procedures) = (self.store.take_backs, self.store.procedures);
-                self.store.restore(&snapshot, self.now);
-                self.store.take_backs = take_backs;
-                self.store.procedures = procedures;
-                self.operator_procedure();
+                let (take_backs, procedures) = (store.take_backs, store.procedures);
+                store.restore(&snapshot, now);
+                store.take_backs = take_backs;
+                store.procedures = procedures;
+                self.operator_procedure(true);
             }
-            Fault::Wipe => {
-                self.store.wipe();
-                self.operator_procedure();
-            }
+            Fault::Wipe => match &mut self.store {
+                Backend::Etcd(store) => {
+                    store.wipe();
+                    self.operator_procedure(true);
+                }
+                // The server stays up: without the namespace's row every acquire is
+                // refused until the operator's `init`.
+                #[cfg(feature = "postgres")]
+                Backend::Postgres(model) => {
+                    model.wipe();
+                    let at = self.now + self.clock_spread_ms + ttl;
+                    self.schedule(
+                        at,
+                        Event::Procedure {
+                            after_restore: false,
+                        },
+                    );
+                }
+            },
             Fault::DeleteMark => {
                 // Within the documented assumption: the number's last mark was written
                 // longer ago than two clocks can disagree.
@@ -649,11 +810,26 @@ impl<'a> World<'a> {
                     return;
                 }
                 let worker = numbers[self.rng.below(numbers.len() as u64) as usize];
-                self.store.delete_mark(worker);
+                if let Some(store) = self.store.etcd() {
+                    store.delete_mark(worker);
+                }
             }
             Fault::DeleteHolder => {
                 let worker = self.rng.below(self.store.numbers());
-                self.store.delete_holder(worker);
+                if let Some(store) = self.store.etcd() {
+                    store.delete_holder(worker);
+                }
+            }
+            #[cfg(feature = "postgres")]
+            Fault::ServerClockStep
+            | Fault::DeleteRow
+            | Fault::FreeRow
+            | Fault::TableRestored
+            | Fault::DataRestored
+            | Fault::Failover => {
+                if !self.postgres_fault(fault) {
+                    return;
+                }
             }
             Fault::ClockStep => {
                 let step = self.rng.signed(self.shape.step_ms);
@@ -704,10 +880,96 @@ impl<'a> World<'a> {
 
     /// A restore or a wipe takes the store down until the operator has run the procedure
     /// (after longer than two clocks can disagree: an operator's minutes).
-    fn operator_procedure(&mut self) {
+    fn operator_procedure(&mut self, after_restore: bool) {
         let at = self.now + self.clock_spread_ms + self.shape.ttl_ms;
         self.store_down_until = self.store_down_until.max(at);
-        self.schedule(at, Event::Procedure);
+        self.schedule(at, Event::Procedure { after_restore });
+    }
+
+    #[cfg(feature = "postgres")]
+    fn postgres(&mut self) -> &mut PostgresModel {
+        match &mut self.store {
+            Backend::Postgres(model) => model,
+            Backend::Etcd(_) => unreachable!("a PostgreSQL fault in an etcd run"),
+        }
+    }
+
+    /// Injects a fault only the PostgreSQL model has; `false` if it had nothing to act on
+    /// (no copy to restore, no row old enough to delete).
+    #[cfg(feature = "postgres")]
+    fn postgres_fault(&mut self, fault: Fault) -> bool {
+        let ttl = self.shape.ttl_ms;
+        let procedure_at = self.now + self.clock_spread_ms + ttl;
+        match fault {
+            Fault::ServerClockStep => {
+                let step = self.rng.signed(self.shape.step_ms);
+                self.step_server_clock(step);
+                if self.rng.below(2) == 0 {
+                    let at = self.now + 1 + self.rng.below(3 * ttl);
+                    self.schedule(at, Event::ServerClockStep { step: -step });
+                }
+            }
+            Fault::DeleteRow => {
+                // Within the documented assumption, as a deleted etcd mark key.
+                let before = self.now.saturating_sub(self.clock_spread_ms + ttl);
+                let numbers = self.store.written_before(before);
+                if numbers.is_empty() {
+                    return false;
+                }
+                let worker = numbers[self.rng.below(numbers.len() as u64) as usize];
+                self.postgres().delete_row(worker);
+            }
+            Fault::FreeRow => {
+                let worker = self.rng.below(self.store.numbers());
+                self.postgres().free_row(worker);
+            }
+            // Restored while the fleet runs: down only while the tables are dropped and
+            // made again, then up on a new identity until the operator's step.
+            Fault::TableRestored => {
+                if !self.postgres().restore_table() {
+                    return false;
+                }
+                let up = self.now + self.rng.below(ttl);
+                self.store_down_until = self.store_down_until.max(up);
+                self.schedule(
+                    procedure_at,
+                    Event::Procedure {
+                        after_restore: true,
+                    },
+                );
+            }
+            // Nothing in the tables tells a data-only restore but the rows' versions: the
+            // documented procedure keeps the fleet off the server until the step.
+            Fault::DataRestored => {
+                if !self.postgres().restore_data() {
+                    return false;
+                }
+                self.operator_procedure(true);
+            }
+            Fault::Failover => {
+                let offset = self.rng.signed(self.shape.skew_ms);
+                if !self.postgres().failover(offset) {
+                    return false;
+                }
+                let up = self.now + self.rng.below(ttl);
+                self.store_down_until = self.store_down_until.max(up);
+                self.schedule(
+                    procedure_at,
+                    Event::Procedure {
+                        after_restore: true,
+                    },
+                );
+            }
+            _ => unreachable!("{fault:?} is no PostgreSQL fault"),
+        }
+        true
+    }
+
+    /// Steps the server's clock, within the spread the shape allows the holders'.
+    #[cfg(feature = "postgres")]
+    fn step_server_clock(&mut self, step: i64) {
+        let bound = (self.shape.skew_ms + self.shape.step_ms) as i64;
+        self.postgres().step_clock(step, bound);
     }
 
     /// After the faults heal and a bound passes (TTLs, horizons, the clocks' spread), every
