@@ -91,7 +91,10 @@ impl PostgresStore {
     /// stays taken for a TTL).
     pub fn with_ttl(mut self, ttl: Duration) -> Result<PostgresStore, Error> {
         let day = Duration::from_secs(24 * 60 * 60);
-        if !ttl.subsec_nanos().is_multiple_of(1_000_000) || ttl < Duration::from_secs(1) || ttl > day {
+        if !ttl.subsec_nanos().is_multiple_of(1_000_000)
+            || ttl < Duration::from_secs(1)
+            || ttl > day
+        {
             return Err(Error::LeaseConfig {
                 reason: format!(
                     "a PostgreSQL lease TTL must be whole milliseconds, from 1 s to a day; got \

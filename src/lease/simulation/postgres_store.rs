@@ -28,20 +28,19 @@ pub(crate) enum PostgresDefect {
     /// A row made again after a deletion (mark `NULL`) is taken as a number never held:
     /// its taker infers no mark and waits for nobody.
     UnknownMarkTakenAsNone,
+    /// `init --after-restore` only raises marks and leaves holdings in place (the first
+    /// version of `RAISE_MARKS`): a claim the restore brought back renews after the step
+    /// while the number's later holder, which the restore forgot, still issues.
+    RestoreStepKeepsHoldings,
+    /// A renewal takes an expired holding back in any namespace (the first version of
+    /// `RENEW`): a claim a restored table brought back takes its number again before the
+    /// step, while another process that took it meanwhile still issues.
+    TakeBackAnywhere,
 }
 
 /// Which PostgreSQL semantics a run models, and the defect built in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct PostgresRun {
-    /// The three changes the first runs of this model proposed, which `schema.rs` and
-    /// `claim.rs` do not make yet (without them small fleets find duplicates, see
-    /// `tests.rs`): `init --after-restore` ends every holding, so no claim from before a
-    /// restore renews after the step; a renewal takes an expired holding back only in a
-    /// usable namespace (same cluster, no restore found), so no claim a restore brought
-    /// back takes its number again before the step; and a release of a number whose mark
-    /// was unknown writes the mark it inferred, so the next taker waits for a fixed mark
-    /// rather than inferring one further ahead every time.
-    pub(crate) proposed_fixes: bool,
     pub(crate) defect: Option<PostgresDefect>,
 }
 
@@ -407,9 +406,9 @@ impl PostgresModel {
     /// Whether `RENEW`'s and `RELEASE`'s guard matches the row: the claim's token, and a
     /// version no older than its last confirmed write.
     fn guard_matches(&self, worker: u64, claim: &RowClaim, now_ms: u64) -> bool {
-        // Proposed: an expired holding is taken back only where an acquire could take it.
-        let take_back_allowed =
-            !self.run.proposed_fixes || matches!(self.namespace(), Namespace::Usable);
+        // An expired holding is taken back only where an acquire could take it.
+        let take_back_allowed = self.run.defect == Some(PostgresDefect::TakeBackAnywhere)
+            || matches!(self.namespace(), Namespace::Usable);
         self.tables.rows[worker as usize]
             .as_ref()
             .is_some_and(|row| {
@@ -464,12 +463,8 @@ impl PostgresModel {
         sent_unix_ms: u64,
     ) -> Result<Answer, Error> {
         let mark = (claim.wrote || mark > claim.previous.unwrap_or(0)).then_some(mark);
-        // Proposed: the inferred mark is written (it lies past any the deleted row held).
-        let mark = if claim.unknown && !claim.wrote && !self.run.proposed_fixes {
-            None
-        } else {
-            mark
-        };
+        // For a row whose mark was unknown, the inferred mark is written (it lies past any
+        // the deleted row held): else every later taker infers one further ahead.
         if !self.guard_matches(worker, &claim, now_ms) {
             return match self.explain_miss(worker, &mut claim, sent_unix_ms) {
                 // Lost meanwhile: nothing of ours to free.
@@ -628,8 +623,11 @@ impl PostgresModel {
         for slot in &mut self.tables.rows {
             match slot {
                 // RAISE_MARKS (the restore step only).
-                // Proposed: every holding ends, whatever its mark.
-                Some(row) if restore_step && self.run.proposed_fixes => {
+                // Every holding ends, whatever its mark.
+                Some(row)
+                    if restore_step
+                        && self.run.defect != Some(PostgresDefect::RestoreStepKeepsHoldings) =>
+                {
                     row.token = None;
                     row.expires_at = 0;
                     row.mark = Some(row.mark.map_or(floor, |mark| mark.max(floor)));
