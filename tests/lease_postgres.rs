@@ -349,3 +349,132 @@ fn tables_restored_from_an_older_dump_stop_the_holder_and_refuse_numbers_until_t
     let (second_ids, _) = second.finish();
     assert_successor_after(&first_ids, &second_ids);
 }
+
+#[test]
+fn a_server_clock_step_ends_or_stretches_holdings_and_never_lets_two_holders_meet() {
+    // libfaketime on the server alone: its clock_timestamp() moves with the file, every
+    // holder's clocks stay true.
+    let library = fs::read_dir("/usr/lib")
+        .unwrap()
+        .filter_map(|entry| Some(entry.ok()?.path().join("faketime/libfaketime.so.1")))
+        .find(|path| path.exists())
+        .expect("no /usr/lib/*/faketime/libfaketime.so.1: Debian's libfaketime is needed");
+    let library = library.display().to_string();
+    let offset = leases::temp_dir("pg-clock").join("offset");
+    fs::write(&offset, "+0\n").unwrap();
+    let offset_text = offset.display().to_string();
+    let server = PostgresServer::start_with(
+        "lease-clock",
+        &[
+            ("LD_PRELOAD", library.as_str()),
+            ("FAKETIME_TIMESTAMP_FILE", &offset_text),
+            ("FAKETIME_NO_CACHE", "1"),
+            ("DONT_FAKE_MONOTONIC", "1"),
+        ],
+    );
+    let (url, namespace) = (server.url(), namespace("clock"));
+    store(&url, &namespace);
+    let server_now = || -> f64 {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let row = client
+            .query_one("SELECT extract(epoch FROM clock_timestamp())::float8", &[])
+            .unwrap();
+        row.get::<_, f64>(0) * 1_000.0
+    };
+    let first = holder(connected(&url, &namespace), "0-0", Duration::from_secs(3));
+    wait_for_renewals(&first, 1);
+
+    // Forward an hour: the first holding ends at once on the server's clock. A newcomer
+    // takes the number, waits past the first holder's mark, and the first holder's next
+    // renewal finds its token gone and stops.
+    fs::write(&offset, "+3600\n").unwrap();
+    let skew = server_now() - idgen::SystemClock.now_unix_ms() as f64;
+    assert!(
+        skew > 3_500_000.0,
+        "the server's clock did not move: {skew} ms"
+    );
+    let second = holder(connected(&url, &namespace), "0-0", Duration::from_secs(3));
+    second.generator.next_id().unwrap();
+    wait_for_within(PATIENCE, "the first holder to find its number lost", || {
+        first.generator.lease_stats().state != LeaseState::Valid
+    });
+    let (first_ids, _) = first.finish();
+    let (second_ids, _) = second.finish();
+    assert_successor_after(&first_ids, &second_ids);
+
+    // Back an hour, after a holding was written: it ends an hour late on the server's
+    // clock, so an abandoned number stays taken longer, never shorter.
+    let store = connected(&url, &namespace);
+    let mut abandoned = store.acquire(&range("5-5")).unwrap();
+    abandoned
+        .renew(idgen::SystemClock.now_unix_ms() + 1_000)
+        .unwrap();
+    drop(abandoned);
+    fs::write(&offset, "+0\n").unwrap();
+    let dropped_at = Instant::now();
+    while dropped_at.elapsed() < Duration::from_secs(3) {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        store.survey(&range("5-5")).unwrap()[0].state,
+        idgen::lease::NumberState::Held,
+        "three TTLs later on the holder's clock, still within the holding on the server's"
+    );
+}
+
+#[test]
+fn a_failover_to_a_standby_that_was_behind_stops_the_holder_and_refuses_numbers_until_the_restore_step()
+ {
+    // An asynchronous standby streaming through a proxy the test cuts: the marks the
+    // primary confirms after the cut never reach it. The primary is then lost and the
+    // standby promoted (a new timeline). Holders connect to whichever of the two takes
+    // writes.
+    let primary = PostgresServer::start("failover-primary");
+    let proxy = postgres_server::CuttableProxy::start(primary.port);
+    let namespace = namespace("failover");
+    store(&primary.url(), &namespace);
+    let standby = PostgresServer::standby_of(proxy.port, "failover-standby");
+    let url = format!(
+        "host=127.0.0.1,127.0.0.1 port={},{} user=postgres dbname=postgres \
+         target_session_attrs=read-write connect_timeout=2",
+        primary.port, standby.port
+    );
+    let first = holder(connected(&url, &namespace), "0-1", Duration::from_secs(2));
+    wait_for_renewals(&first, 1);
+    let replicated = |sql: &str| -> i64 {
+        let mut client = postgres::Client::connect(&standby.url(), postgres::NoTls).unwrap();
+        client.query_one(sql, &[]).unwrap().get(0)
+    };
+    let held = format!(
+        "SELECT count(*) FROM idgen_leases WHERE namespace = '{namespace}' AND token IS NOT NULL"
+    );
+    wait_for_within(PATIENCE, "the holding to reach the standby", || {
+        replicated(&held) == 1
+    });
+    proxy.cut();
+    wait_for_renewals(&first, 3);
+    primary.stop_immediate();
+    standby.promote();
+    wait_for_within(PATIENCE, "the holder to find the failover and stop", || {
+        first.generator.lease_stats().state != LeaseState::Valid
+            && first.generator.next_id().is_err()
+    });
+    let error = LeasedGenerator::builder(connected(&url, &namespace), range("0-1"))
+        .outage_horizon(Duration::from_secs(2))
+        .startup_wait(Duration::ZERO)
+        .acquire()
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::LeaseStoreRestored { .. }),
+        "{error:?}"
+    );
+    connected(&url, &namespace)
+        .with_outage_horizon(Duration::from_secs(2))
+        .init_after_restore(0..=0, 0..=31, idgen::SystemClock.now_unix_ms())
+        .unwrap();
+    let second = holder(connected(&url, &namespace), "0-1", Duration::from_secs(2));
+    second.generator.next_id().unwrap();
+    let (first_ids, _) = first.finish();
+    let (second_ids, _) = second.finish();
+    assert_successor_after(&first_ids, &second_ids);
+}

@@ -33,6 +33,17 @@ impl PostgresServer {
     /// [`PostgresServer::start`] with `env` set for the server's processes (libfaketime's,
     /// say).
     pub fn start_with(name: &str, env: &[(&str, &str)]) -> PostgresServer {
+        let server = PostgresServer::prepare(name, env);
+        server.run(
+            "initdb",
+            &["-D", &server.data(), "-A", "trust", "-U", "postgres"],
+        );
+        server.pg_ctl("start");
+        server
+    }
+
+    /// A server's directory and port, nothing started: `dir` is `dir/data`'s parent.
+    fn prepare(name: &str, env: &[(&str, &str)]) -> PostgresServer {
         let bin = postgres_bin();
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -64,11 +75,6 @@ impl PostgresServer {
                 .unwrap();
             assert!(status.success());
         }
-        server.run(
-            "initdb",
-            &["-D", &server.data(), "-A", "trust", "-U", "postgres"],
-        );
-        server.pg_ctl("start");
         server
     }
 
@@ -108,6 +114,41 @@ impl PostgresServer {
             .status()
             .unwrap();
         assert!(status.success(), "kill -{signal} {pids:?}");
+    }
+
+    /// A hot standby of `primary`: a base backup taken through `via` (a port that leads to
+    /// the primary: a proxy the test can cut), streaming from it asynchronously.
+    pub fn standby_of(via: u16, name: &str) -> PostgresServer {
+        let standby = PostgresServer::prepare(name, &[]);
+        let port = via.to_string();
+        standby.run(
+            "pg_basebackup",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-D",
+                &standby.data(),
+                "-R",
+                "-X",
+                "stream",
+            ],
+        );
+        standby.pg_ctl("start");
+        standby
+    }
+
+    /// `pg_ctl promote`: the standby ends recovery and takes writes, on a new timeline.
+    pub fn promote(&self) {
+        self.pg_ctl("promote");
+    }
+
+    /// `pg_ctl stop -m immediate`: the server is gone at once, as a machine lost.
+    pub fn stop_immediate(&self) {
+        self.pg_ctl_mode("stop", "immediate");
     }
 
     /// `pg_dump` of `tables` as SQL that drops and creates them again (`--clean`), as a
@@ -248,4 +289,58 @@ fn is_root() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|output| output.stdout.trim_ascii() == b"0")
+}
+
+/// A TCP proxy on loopback to `target` that the test can cut: every connection through it
+/// is closed, with whatever it carried, and new ones are refused.
+pub struct CuttableProxy {
+    pub port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    streams: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl CuttableProxy {
+    pub fn start(target: u16) -> CuttableProxy {
+        use std::sync::atomic::Ordering;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let proxy = CuttableProxy {
+            port,
+            cut: Default::default(),
+            streams: Default::default(),
+        };
+        let (cut, streams) = (proxy.cut.clone(), proxy.streams.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { break };
+                if cut.load(Ordering::SeqCst) {
+                    continue; // dropped: refused
+                }
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let mut kept = streams.lock().unwrap();
+                kept.push(client.try_clone().unwrap());
+                kept.push(server.try_clone().unwrap());
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        proxy
+    }
+
+    /// Closes every connection through the proxy, and refuses new ones from now on.
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for stream in self.streams.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
 }
