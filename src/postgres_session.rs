@@ -37,6 +37,8 @@ pub(crate) struct Session {
 struct Connection {
     config: postgres::Config,
     client: Option<postgres::Client>,
+    /// Statements prepared on `client` (dropped with it).
+    prepared: Vec<(&'static str, postgres::Statement)>,
     setup: Setup,
     failed: Failed,
 }
@@ -78,6 +80,7 @@ impl Session {
                 let mut connection = Connection {
                     config,
                     client: None,
+                    prepared: Vec::new(),
                     setup,
                     failed,
                 };
@@ -93,6 +96,7 @@ impl Session {
                     }));
                     if ran.is_err() {
                         connection.client = None;
+                        connection.prepared.clear();
                     }
                 }
             })
@@ -117,6 +121,41 @@ impl Session {
         statements: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
     ) -> Result<T, Error> {
         self.call(move |connection| connection.run(statements))
+    }
+
+    /// As [`Session::run`], with `sql` prepared once per connection: a statement sent often
+    /// (a renewal) then costs one round trip, not two.
+    pub(crate) fn run_prepared<T: Send + 'static>(
+        &self,
+        sql: &'static str,
+        statements: impl FnOnce(
+            &mut postgres::Client,
+            &postgres::Statement,
+        ) -> Result<T, postgres::Error>
+        + Send
+        + 'static,
+    ) -> Result<T, Error> {
+        self.call(move |connection| {
+            let cached = connection.prepared.iter().find(|(text, _)| *text == sql);
+            let statement = match cached {
+                Some((_, statement)) => Some(statement.clone()),
+                None => None,
+            };
+            connection
+                .run(|client| {
+                    let statement = match statement {
+                        Some(statement) => statement,
+                        None => client.prepare(sql)?,
+                    };
+                    statements(client, &statement).map(|answer| (answer, statement))
+                })
+                .map(|(answer, statement)| {
+                    if !connection.prepared.iter().any(|(text, _)| *text == sql) {
+                        connection.prepared.push((sql, statement));
+                    }
+                    answer
+                })
+        })
     }
 
     /// Runs `work` on the connection thread and waits for its answer.
@@ -156,6 +195,7 @@ impl Connection {
         let failed = self.failed;
         if self.client.as_ref().is_none_or(postgres::Client::is_closed) {
             self.client = None;
+            self.prepared.clear();
             let mut client = self
                 .config
                 .connect(postgres::NoTls)
@@ -165,7 +205,10 @@ impl Connection {
         }
         let client = self.client.as_mut().expect("connected above");
         statements(client)
-            .inspect_err(|_| self.client = None)
+            .inspect_err(|_| {
+                self.client = None;
+                self.prepared.clear();
+            })
             .map_err(|error| failed(describe(&error)))
     }
 }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::claim::PostgresClaim;
-use super::schema::{ACQUIRE, ACQUIRE_MISSING, BIND_LAYOUT, LAYOUT, RAISE_HORIZON, SURVEY};
+use super::schema::{
+    ACQUIRE, ACQUIRE_MISSING, BIND_LAYOUT, CANDIDATES, LAYOUT, RAISE_HORIZON, SURVEY,
+};
 use super::store::PostgresStore;
 use super::verdict::{self, SurveyRow};
 use crate::lease::records::{unique_claim, wall_unix_ms};
@@ -36,8 +38,18 @@ impl LeaseStore for PostgresStore {
         let datacenter = range.datacenter();
         let ttl_ms = sql(u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX));
         let holder = (!holder_name.is_empty()).then(|| holder_name.to_string());
-        let mut held = 0;
-        for worker in range.workers() {
+        let (first, last) = (sql(range.first()), sql(range.last()));
+        let namespace = self.namespace.clone();
+        let candidates: Vec<u64> = self.session.run(move |client| {
+            client
+                .query(CANDIDATES, &[&namespace, &sql(datacenter), &first, &last])?
+                .iter()
+                .map(|row| Ok(u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(u64::MAX)))
+                .collect()
+        })?;
+        let size = range.last() - range.first() + 1;
+        let mut held = size.saturating_sub(candidates.len() as u64);
+        for worker in candidates {
             let token = unique_claim();
             let claimed_at = wall_unix_ms();
             let (namespace, taken_token, taken_holder) =
@@ -158,10 +170,7 @@ impl LeaseStore for PostgresStore {
         self.check_namespace()?;
         let namespace = self.namespace.clone();
         let datacenter = range.datacenter();
-        let (first, last) = (
-            sql(range.workers().next().unwrap_or(0)),
-            sql(range.workers().last().unwrap_or(0)),
-        );
+        let (first, last) = (sql(range.first()), sql(range.last()));
         let rows: Vec<SurveyRow> = self.session.run(move |client| {
             client
                 .query(SURVEY, &[&namespace, &sql(datacenter), &first, &last])?

@@ -115,23 +115,26 @@ impl Claim for PostgresClaim {
         let mark = i64::try_from(mark_unix_ms).unwrap_or(i64::MAX);
         let ttl_ms = i64::try_from(self.store.ttl.as_millis()).unwrap_or(i64::MAX);
         let sent_unix_ms = wall_unix_ms();
-        let renewed: Option<i64> = self.store.session.run(move |client| {
-            client
-                .query_opt(
-                    RENEW,
-                    &[
-                        &namespace,
-                        &datacenter,
-                        &worker,
-                        &token,
-                        &version,
-                        &mark,
-                        &ttl_ms,
-                    ],
-                )?
-                .map(|row| row.try_get(0))
-                .transpose()
-        })?;
+        let renewed: Option<i64> =
+            self.store
+                .session
+                .run_prepared(RENEW, move |client, renew| {
+                    client
+                        .query_opt(
+                            renew,
+                            &[
+                                &namespace,
+                                &datacenter,
+                                &worker,
+                                &token,
+                                &version,
+                                &mark,
+                                &ttl_ms,
+                            ],
+                        )?
+                        .map(|row| row.try_get(0))
+                        .transpose()
+                })?;
         match renewed {
             Some(version) => {
                 self.version = version;

@@ -131,6 +131,15 @@ pub(super) const RAISE_MARKS: &str = "UPDATE idgen_leases
         mark_ms = GREATEST(COALESCE(mark_ms, $5), $5), version = version + 1
     WHERE namespace = $1 AND datacenter = $2 AND worker BETWEEN $3 AND $4";
 
+/// `$1` namespace, `$2` datacenter, `$3` first and `$4` last worker → the numbers of the
+/// range an acquire may try, lowest first: no row (deleted), or free, or expired on the
+/// server's clock. One read, so that taking the last of many numbers does not try every
+/// held one before it.
+pub(super) const CANDIDATES: &str = "SELECT w FROM generate_series($3::bigint, $4::bigint) AS w
+    LEFT JOIN idgen_leases l ON l.namespace = $1 AND l.datacenter = $2 AND l.worker = w
+    WHERE l.worker IS NULL OR l.token IS NULL OR l.expires_at <= clock_timestamp()
+    ORDER BY w";
+
 /// `$1` namespace, `$2` datacenter, `$3` worker, `$4` token, `$5` holder name, `$6` TTL in
 /// ms: takes the number if its row is free or its holding expired on the server's clock,
 /// in a usable namespace. Returns the previous holder's mark and the new version.
