@@ -77,7 +77,7 @@
 //!   starts after the mark its number's previous holder left. A lease store serves one
 //!   layout (every width and the epoch): a process with another is refused
 //!   ([`Error::LayoutMismatch`]). A holder that sees its store went back in time (an etcd
-//!   snapshot restore) stops ([`Error::LeaseStoreRestored`]); see [`design::leases`] for
+//!   snapshot restore, a PostgreSQL failover or restored table) stops ([`Error::LeaseStoreRestored`]); see [`design::leases`] for
 //!   the restore step that keeps successors past every mark that may have been lost.
 //!
 //! # Clock behaviour
@@ -133,8 +133,10 @@
 //!   [`Ulid`] as their canonical strings.
 //! - `uuid`: [`Uuid7`] converts to and from `uuid::Uuid`.
 //! - `ulid`: [`Ulid`] converts to and from `ulid::Ulid`.
-//! - `postgres`: [`blocks::PostgresStore`], blocks of dense sequences from a PostgreSQL
-//!   table, for a fleet (the pure-Rust `postgres` client; nothing to install); and [`Id`] and
+//! - `postgres`: [`lease::PostgresStore`], worker-number leases from two PostgreSQL tables,
+//!   for a fleet that runs PostgreSQL and not etcd; [`blocks::PostgresStore`], blocks of
+//!   dense sequences from a PostgreSQL table, for a fleet (the pure-Rust `postgres` client;
+//!   nothing to install); and [`Id`] and
 //!   [`Uuid7`] as that client's `ToSql`/`FromSql`: a `BIGINT` of the same value (so
 //!   `ORDER BY` is ID order) and a `UUID`. Reading a negative `BIGINT` as an [`Id`], or a
 //!   UUID of another version as a [`Uuid7`], is an error.
@@ -177,7 +179,8 @@
 //! - Uniqueness across processes rests on each live process holding a different node
 //!   number, and on a restarted node resuming after its last ID when its clock might be
 //!   behind. A [`lease::LeasedGenerator`] enforces both: it leases its worker number from a
-//!   [`lease::LeaseStore`] (a directory on one host, or etcd with the `etcd` feature) and
+//!   [`lease::LeaseStore`] (a directory on one host, etcd with the `etcd` feature, or
+//!   PostgreSQL with `postgres`) and
 //!   stops issuing before the lease could pass to another process; see
 //!   [`design::leases`]. A plain [`Generator`] trusts the numbers it is given.
 //! - After `fork()`, the child has no copy of the default clock's upkeep thread. Its first

@@ -9,9 +9,10 @@ use crate::snowflake::Layout;
 
 use super::WorkerRange;
 
-/// Where worker numbers are leased from. [`FileStore`](super::FileStore) (one host) and, with the `etcd`
-/// feature, `EtcdStore` (a fleet) are the two built in; a store of your own implements
-/// these two methods with the same promises.
+/// Where worker numbers are leased from. [`FileStore`](super::FileStore) (one host) and,
+/// for a fleet, `EtcdStore` (feature `etcd`) and `PostgresStore` (feature `postgres`) are
+/// built in; a store of your own implements these methods with the same promises (the
+/// suite in `tests/lease_conformance.rs` checks them).
 pub trait LeaseStore: Send + Sync + fmt::Debug {
     /// How long a claim stays valid after the request that acquired or last renewed it was
     /// sent, if it is not renewed. After that, the store may hand the number to another
