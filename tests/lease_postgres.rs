@@ -478,3 +478,45 @@ fn a_failover_to_a_standby_that_was_behind_stops_the_holder_and_refuses_numbers_
     let (second_ids, _) = second.finish();
     assert_successor_after(&first_ids, &second_ids);
 }
+
+#[test]
+fn rows_whose_history_is_gone_are_waited_for_once_and_never_trusted() {
+    let server = PostgresServer::start("lease-remade");
+    let (url, namespace) = (server.url(), namespace("remade"));
+    let store = store(&url, &namespace);
+    // A row deleted: its next taker's mark is unknown; given back with the mark it
+    // inferred, the row keeps that mark, so the next taker waits for it and no longer.
+    execute(
+        &url,
+        &format!("DELETE FROM idgen_leases WHERE namespace = '{namespace}' AND worker = 7"),
+    );
+    let mut taker = store.acquire(&range("7-7")).unwrap();
+    assert!(taker.previous_mark_unknown());
+    let inferred = idgen::SystemClock.now_unix_ms() + 2_000;
+    taker.release(inferred).unwrap();
+    let next = store.acquire(&range("7-7")).unwrap();
+    assert!(!next.previous_mark_unknown());
+    assert_eq!(next.previous_mark_unix_ms(), Some(inferred));
+    drop(next);
+
+    // The namespace's row deleted and every mark rolled back by hand (only the leases
+    // table came back from a backup): `init` does not trust the rows it finds.
+    execute(
+        &url,
+        &format!("DELETE FROM idgen_lease_namespaces WHERE namespace = '{namespace}'"),
+    );
+    execute(
+        &url,
+        &format!("UPDATE idgen_leases SET mark_ms = 0 WHERE namespace = '{namespace}'"),
+    );
+    let before = idgen::SystemClock.now_unix_ms();
+    let horizon = Duration::from_secs(5);
+    let initialised = connected(&url, &namespace).with_outage_horizon(horizon);
+    initialised.init(0..=0, 0..=31, before).unwrap();
+    let after = initialised.acquire(&range("3-3")).unwrap();
+    assert!(
+        after.previous_mark_unix_ms().unwrap() >= before + 5_000,
+        "{:?} vs {before}",
+        after.previous_mark_unix_ms()
+    );
+}

@@ -155,11 +155,6 @@ impl Claim for PostgresClaim {
         // every later taker would infer one further ahead, and never use the number).
         let mark = (self.wrote || mark_unix_ms > self.previous.unwrap_or(0))
             .then(|| i64::try_from(mark_unix_ms).unwrap_or(i64::MAX));
-        let mark = if self.unknown && !self.wrote {
-            None
-        } else {
-            mark
-        };
         let (namespace, datacenter, worker, token, version) = self.key();
         let freed = self.store.session.run(move |client| {
             client.execute(

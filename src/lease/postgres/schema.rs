@@ -37,23 +37,35 @@ const CREATE_LEASES: &str = "CREATE TABLE idgen_leases (
     PRIMARY KEY (namespace, datacenter, worker)
 )";
 
-/// Creates the tables if absent (see [`create_table_if_absent`]).
-pub(super) fn create_tables(client: &mut postgres::Client) -> Result<(), postgres::Error> {
-    create_table_if_absent(client, NAMESPACES, CREATE_NAMESPACES)?;
-    create_table_if_absent(client, LEASES, CREATE_LEASES)
-}
-
 /// Which database the store now talks to: the cluster's system identifier (a new one for
 /// a cluster restored with `initdb` and a dump), its timeline (a new one when a standby is
-/// promoted, or a backup is recovered to a point in time), and the leases table's OID (a
+/// promoted, or a backup is recovered by archive recovery), and the leases table's OID (a
 /// new one when the table is dropped and made again, as `pg_dump --clean` restores it).
-/// Each of these can mean marks confirmed to a holder are gone.
+/// Each of these can mean marks confirmed to a holder are gone. A rollback that changes
+/// none of them (a data-only reload, a disk snapshot put back) is not seen here: its live
+/// holders find it at their next renewal, and the restore step is the operator's.
 macro_rules! cluster {
     () => {
         "((SELECT system_identifier::text FROM pg_control_system()) || '/' || \
          substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) || '/' || \
          'idgen_leases'::regclass::oid::text)"
     };
+}
+
+/// Creates the tables if absent (see [`create_table_if_absent`]), and checks what every
+/// statement relies on: the session can read the cluster's identity (a role a hardening
+/// script denied `pg_control_system()` fails here, by name, not at every renewal), and
+/// commits are durable (`synchronous_commit` not `off`: a pooler that dropped the
+/// connection's own setting would let a crash lose a confirmed claim).
+pub(super) fn create_tables(client: &mut postgres::Client) -> Result<(), postgres::Error> {
+    create_table_if_absent(client, NAMESPACES, CREATE_NAMESPACES)?;
+    create_table_if_absent(client, LEASES, CREATE_LEASES)?;
+    client.query_one(concat!("SELECT ", cluster!()), &[])?;
+    client.batch_execute(
+        "DO $$ BEGIN IF current_setting('synchronous_commit') = 'off' THEN \
+         RAISE EXCEPTION 'idgen leases need synchronous_commit on (it is off for this \
+         session: a pooler that drops startup options, or a role default)'; END IF; END $$",
+    )
 }
 
 /// Whether namespace `$1` may hand out numbers: initialised on this very cluster, and no

@@ -91,6 +91,19 @@ pub(crate) fn after_failed_write(
                     "the number's row is at version {version}, older than this holder's own \
                      last write ({confirmed_version}): the table went back in time"
                 ))
+            } else if evidence
+                .state
+                .as_deref()
+                .is_none_or(|state| restore_found_ms(state).is_some())
+            {
+                // Ours and as new as our write, but expired in a namespace that refuses
+                // (a take-back is allowed only in a usable one): nothing to renew until
+                // the restore step.
+                Verdict::WentBack(
+                    "the holding expired while the namespace is refused (a restore was \
+                     found, or its row is gone)"
+                        .to_string(),
+                )
             } else {
                 Verdict::Unclear
             }
@@ -197,6 +210,17 @@ mod tests {
         ));
         let same = evidence(Some((Some("ours"), 5)), true);
         assert_eq!(after_failed_write(&same, "ours", 5), Verdict::Unclear);
+        let mut refused = evidence(Some((Some("ours"), 5)), true);
+        refused.state = Some("idgen-lease-store v1 restore-found 9 by pid 1: x".to_string());
+        assert!(matches!(
+            after_failed_write(&refused, "ours", 5),
+            Verdict::WentBack(_)
+        ));
+        refused.state = None;
+        assert!(matches!(
+            after_failed_write(&refused, "ours", 5),
+            Verdict::WentBack(_)
+        ));
     }
 
     #[test]
