@@ -136,11 +136,11 @@ impl Session {
         + 'static,
     ) -> Result<T, Error> {
         self.call(move |connection| {
-            let cached = connection.prepared.iter().find(|(text, _)| *text == sql);
-            let statement = match cached {
-                Some((_, statement)) => Some(statement.clone()),
-                None => None,
-            };
+            let statement = connection
+                .prepared
+                .iter()
+                .find(|(text, _)| *text == sql)
+                .map(|(_, statement)| statement.clone());
             connection
                 .run(|client| {
                     let statement = match statement {

@@ -26,6 +26,7 @@ enum Backend {
 }
 
 /// A name no other test (or earlier run) uses.
+#[cfg(any(feature = "etcd", feature = "postgres"))]
 fn unique(test: &str) -> String {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -38,6 +39,7 @@ fn unique(test: &str) -> String {
 }
 
 /// Marks an hour and a horizon behind: passed, so nothing waits for them.
+#[cfg(any(feature = "etcd", feature = "postgres"))]
 fn an_hour_ago() -> u64 {
     idgen::SystemClock.now_unix_ms() - 3_600_000
 }
