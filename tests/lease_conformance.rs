@@ -10,7 +10,7 @@ mod leases;
 use std::collections::BTreeSet;
 use std::sync::Barrier;
 use std::thread;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use idgen::lease::{FileStore, LeaseStore, NumberState, WorkerRange};
 use idgen::{Clock, Error};
@@ -28,8 +28,8 @@ enum Backend {
 /// A name no other test (or earlier run) uses.
 #[cfg(any(feature = "etcd", feature = "postgres"))]
 fn unique(test: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
     format!(
