@@ -118,9 +118,9 @@ impl Session {
     /// connects afresh.
     pub(crate) fn run<T: Send + 'static>(
         &self,
-        statements: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
+        statements: impl Fn(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
     ) -> Result<T, Error> {
-        self.call(move |connection| connection.run(statements))
+        self.call(move |connection| connection.run(|client, _| statements(client)))
     }
 
     /// As [`Session::run`], with `sql` prepared once per connection: a statement sent often
@@ -128,33 +128,23 @@ impl Session {
     pub(crate) fn run_prepared<T: Send + 'static>(
         &self,
         sql: &'static str,
-        statements: impl FnOnce(
-            &mut postgres::Client,
-            &postgres::Statement,
-        ) -> Result<T, postgres::Error>
+        statements: impl Fn(&mut postgres::Client, &postgres::Statement) -> Result<T, postgres::Error>
         + Send
         + 'static,
     ) -> Result<T, Error> {
         self.call(move |connection| {
-            let statement = connection
-                .prepared
-                .iter()
-                .find(|(text, _)| *text == sql)
-                .map(|(_, statement)| statement.clone());
-            connection
-                .run(|client| {
-                    let statement = match statement {
-                        Some(statement) => statement,
-                        None => client.prepare(sql)?,
-                    };
-                    statements(client, &statement).map(|answer| (answer, statement))
-                })
-                .map(|(answer, statement)| {
-                    if !connection.prepared.iter().any(|(text, _)| *text == sql) {
-                        connection.prepared.push((sql, statement));
+            connection.run(|client, prepared| {
+                let cached = prepared.iter().find(|(text, _)| *text == sql);
+                let statement = match cached {
+                    Some((_, statement)) => statement.clone(),
+                    None => {
+                        let statement = client.prepare(sql)?;
+                        prepared.push((sql, statement.clone()));
+                        statement
                     }
-                    answer
-                })
+                };
+                statements(client, &statement)
+            })
         })
     }
 
@@ -187,29 +177,66 @@ impl Session {
     }
 }
 
+/// The statements a connection has prepared (dropped with it).
+type Prepared = Vec<(&'static str, postgres::Statement)>;
+
 impl Connection {
+    /// Runs `statements` on a live client, connecting first if needed. A connection the
+    /// server closed while it sat idle (a restart, an idle timeout) fails its first
+    /// statement: `statements` then runs once more on a new connection. Every statement
+    /// sent twice this way is guarded as a retry after a lost answer is (a token, a
+    /// version, a row that must be free), so at worst it finds its own first write.
     fn run<T>(
         &mut self,
-        statements: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error>,
+        statements: impl Fn(&mut postgres::Client, &mut Prepared) -> Result<T, postgres::Error>,
     ) -> Result<T, Error> {
-        let failed = self.failed;
+        let reused = self
+            .client
+            .as_ref()
+            .is_some_and(|client| !client.is_closed());
+        match self.run_once(&statements) {
+            Err(Failure::Statement(error)) if reused && error.is_closed() => {
+                self.run_once(&statements)
+            }
+            other => other,
+        }
+        .map_err(|failure| (self.failed)(failure.describe()))
+    }
+
+    fn run_once<T>(
+        &mut self,
+        statements: &impl Fn(&mut postgres::Client, &mut Prepared) -> Result<T, postgres::Error>,
+    ) -> Result<T, Failure> {
         if self.client.as_ref().is_none_or(postgres::Client::is_closed) {
             self.client = None;
             self.prepared.clear();
             let mut client = self
                 .config
                 .connect(postgres::NoTls)
-                .map_err(|error| failed(describe(&error)))?;
-            (self.setup)(&mut client).map_err(|error| failed(describe(&error)))?;
+                .map_err(Failure::Connect)?;
+            (self.setup)(&mut client).map_err(Failure::Connect)?;
             self.client = Some(client);
         }
         let client = self.client.as_mut().expect("connected above");
-        statements(client)
-            .inspect_err(|_| {
-                self.client = None;
-                self.prepared.clear();
-            })
-            .map_err(|error| failed(describe(&error)))
+        statements(client, &mut self.prepared).map_err(|error| {
+            self.client = None;
+            self.prepared.clear();
+            Failure::Statement(error)
+        })
+    }
+}
+
+/// Where a call failed: connecting (and setting up), or in its statements.
+enum Failure {
+    Connect(postgres::Error),
+    Statement(postgres::Error),
+}
+
+impl Failure {
+    fn describe(&self) -> String {
+        match self {
+            Failure::Connect(error) | Failure::Statement(error) => describe(error),
+        }
     }
 }
 

@@ -315,51 +315,27 @@ fn killed_and_restarted_processes_never_issue_a_duplicate() {
     // number stays taken until its TTL ends, so replacements take the spare numbers and,
     // later, the killed ones, each starting after the mark its previous holder left.
     let (endpoints, namespace) = (endpoints(), namespace("e2e"));
-    let dir = temp_dir("e2e-etcd");
     store(&endpoints, &namespace);
-    let stop = dir.join("stop");
-    let mut round = 0;
-    let mut spec = |faketime: Option<&'static str>| {
-        round += 1;
-        ChildSpec {
-            test_name: CHILD,
-            store: format!("{endpoints}|{namespace}"),
-            range: "0-5",
-            out: dir.join(format!("ids-{round}")),
-            stop_file: stop.clone(),
-            faketime,
-            // Four children issuing beside each other (and beside other tests): a
-            // keeper may be starved of the CPU for a while, which a 4 s mark rides out.
-            startup_wait: Duration::from_secs(10),
-            horizon: Some(Duration::from_secs(4)),
-            expired_is_fatal: false,
-        }
-        .spawn()
+    let mut fleet = leases::ChildFleet {
+        test_name: CHILD,
+        store: format!("{endpoints}|{namespace}"),
+        range: "0-5",
+        dir: temp_dir("e2e-etcd"),
+        horizon: Duration::from_secs(4),
+        started: 0,
     };
-    let mut running: Vec<_> = (0..4).map(|_| spec(None)).collect();
-    let mut files: Vec<_> = running.iter().map(|c| c.out.clone()).collect();
+    let stop = fleet.stop_file();
+    let mut running: Vec<_> = (0..4).map(|_| fleet.spawn(None)).collect();
     let (mut taken, mut killed) = (Vec::new(), Vec::new());
+    let watcher = connected(&endpoints, &namespace);
     for (kill, faketime) in [(0usize, None), (1, Some("-2s")), (0, None)] {
-        // Killed while issuing, a few thousand IDs in.
-        running[kill].wait_for_more_ids(2_000);
-        let victim = running.remove(kill);
-        killed.push(victim.worker);
-        victim.kill();
-        // The replacement takes a free number: the spare ones first, then a killed
-        // holder's once its lease has run out.
-        let watcher = connected(&endpoints, &namespace);
-        wait_for("a free number for the replacement", || {
-            watcher
-                .survey(&range("0-5"))
-                .unwrap()
-                .iter()
-                .any(|number| number.state != idgen::lease::NumberState::Held)
-        });
-        let replacement = spec(faketime);
-        taken.push((replacement.worker, replacement.previous_mark));
-        files.push(replacement.out.clone());
-        running.push(replacement);
+        let (victim, replacement) = fleet.kill_and_replace(&mut running, kill, faketime, &watcher);
+        killed.push(victim);
+        taken.push(replacement);
     }
+    let files: Vec<_> = (1..=fleet.started)
+        .map(|n| fleet.dir.join(format!("ids-{n}")))
+        .collect();
     finish_end_to_end("etcd", running, &files, &stop);
     println!("replacements took (worker, previous mark) {taken:?}; killed {killed:?}");
     // The spares went to the first two; the last took a killed holder's number, and issued

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use idgen::lease::{LeaseState, LeaseStore, LeasedGenerator, PostgresStore, WorkerRange};
 use idgen::{Clock, Error, Id, Layout};
-use leases::{ChildSpec, Issuer, assert_no_duplicates, finish_end_to_end, wait_for_within};
+use leases::{Issuer, assert_no_duplicates, finish_end_to_end, wait_for_within};
 use postgres_server::PostgresServer;
 
 const CHILD: &str = "child_process";
@@ -85,19 +85,34 @@ fn execute(url: &str, sql: &str) -> u64 {
     client.execute(sql, &[]).unwrap()
 }
 
-/// Checks that two holders' IDs never meet: none shared, and the successor's first ID is
-/// dated after the predecessor's last.
+/// Checks that two holders' IDs never meet: none shared, and on each worker number the
+/// two holders' IDs lie in spans of time that do not overlap (one holder's tenure there
+/// ended before the other's began). A holder that stopped may take another number later,
+/// beside the other holder: that is no overlap.
 fn assert_successor_after(before: &[u64], after: &[u64]) {
     let mut all = before.to_vec();
     all.extend_from_slice(after);
     assert_no_duplicates(&all);
-    if let (Some(last), Some(first)) = (before.iter().max(), after.iter().min()) {
-        assert!(
-            unix_ms_of(*first) > unix_ms_of(*last),
-            "the successor issued at {} ms, its predecessor up to {} ms",
-            unix_ms_of(*first),
-            unix_ms_of(*last)
-        );
+    let span = |ids: &[u64], worker: u64| -> Option<(u64, u64)> {
+        let times: Vec<u64> = ids
+            .iter()
+            .map(|&id| Layout::DEFAULT.decode(Id::try_from(id).unwrap()))
+            .filter(|decoded| decoded.worker == worker)
+            .map(|decoded| decoded.unix_ms)
+            .collect();
+        Some((*times.iter().min()?, *times.iter().max()?))
+    };
+    for worker in 0..32 {
+        if let (Some(a), Some(b)) = (span(before, worker), span(after, worker)) {
+            assert!(
+                a.1 < b.0 || b.1 < a.0,
+                "worker {worker}: one holder issued from {} to {} ms, the other from {} to {} ms",
+                a.0,
+                a.1,
+                b.0,
+                b.1
+            );
+        }
     }
 }
 
@@ -118,44 +133,25 @@ fn killed_holders_are_replaced_and_a_million_ids_hold_no_duplicate() {
     let server = PostgresServer::start("lease-kill");
     let (url, namespace) = (server.url(), namespace("kill"));
     store(&url, &namespace);
-    let dir = leases::temp_dir("pg-lease-kill");
-    let stop = dir.join("stop");
-    let mut round = 0;
-    let mut spawn = |faketime: Option<&'static str>| {
-        round += 1;
-        ChildSpec {
-            test_name: CHILD,
-            store: format!("{url}|{namespace}"),
-            range: "0-5",
-            out: dir.join(format!("ids-{round}")),
-            stop_file: stop.clone(),
-            faketime,
-            startup_wait: Duration::from_secs(10),
-            horizon: Some(Duration::from_secs(3)),
-            expired_is_fatal: false,
-        }
-        .spawn()
+    let mut fleet = leases::ChildFleet {
+        test_name: CHILD,
+        store: format!("{url}|{namespace}"),
+        range: "0-5",
+        dir: leases::temp_dir("pg-lease-kill"),
+        horizon: Duration::from_secs(3),
+        started: 0,
     };
-    let mut running: Vec<_> = (0..4).map(|_| spawn(None)).collect();
-    let mut files: Vec<_> = running.iter().map(|child| child.out.clone()).collect();
+    let stop = fleet.stop_file();
+    let mut running: Vec<_> = (0..4).map(|_| fleet.spawn(None)).collect();
+    let watcher = connected(&url, &namespace);
     let mut taken = Vec::new();
     for (kill, faketime) in [(0usize, None), (1, Some("-2s")), (0, None), (2, None)] {
-        running[kill].wait_for_more_ids(20_000);
-        running.remove(kill).kill();
-        // A spare number, or the killed holder's once its holding ran out.
-        let watcher = connected(&url, &namespace);
-        leases::wait_for("a free number for the replacement", || {
-            watcher
-                .survey(&range("0-5"))
-                .unwrap()
-                .iter()
-                .any(|number| number.state != idgen::lease::NumberState::Held)
-        });
-        let replacement = spawn(faketime);
-        taken.push((replacement.worker, replacement.previous_mark));
-        files.push(replacement.out.clone());
-        running.push(replacement);
+        let (_, replacement) = fleet.kill_and_replace(&mut running, kill, faketime, &watcher);
+        taken.push(replacement);
     }
+    let files: Vec<_> = (1..=fleet.started)
+        .map(|n| fleet.dir.join(format!("ids-{n}")))
+        .collect();
     let written = |files: &[PathBuf]| -> u64 {
         files
             .iter()
@@ -244,25 +240,17 @@ fn a_server_crash_under_load_costs_no_number_and_no_duplicate() {
     let server = PostgresServer::start("lease-crash");
     let (url, namespace) = (server.url(), namespace("crash"));
     store(&url, &namespace);
-    let dir = leases::temp_dir("pg-lease-crash");
-    let stop = dir.join("stop");
-    let running: Vec<_> = (0..3)
-        .map(|i| {
-            ChildSpec {
-                test_name: CHILD,
-                store: format!("{url}|{namespace}"),
-                range: "0-3",
-                out: dir.join(format!("ids-{i}")),
-                stop_file: stop.clone(),
-                faketime: None,
-                startup_wait: Duration::from_secs(10),
-                // Rides through the crash and recovery.
-                horizon: Some(Duration::from_secs(20)),
-                expired_is_fatal: false,
-            }
-            .spawn()
-        })
-        .collect();
+    let mut fleet = leases::ChildFleet {
+        test_name: CHILD,
+        store: format!("{url}|{namespace}"),
+        range: "0-3",
+        dir: leases::temp_dir("pg-lease-crash"),
+        // Rides through the crash and recovery.
+        horizon: Duration::from_secs(20),
+        started: 0,
+    };
+    let stop = fleet.stop_file();
+    let running: Vec<_> = (0..3).map(|_| fleet.spawn(None)).collect();
     let files: Vec<_> = running.iter().map(|child| child.out.clone()).collect();
     let workers: Vec<u64> = running.iter().map(|child| child.worker).collect();
     for _ in 0..2 {
@@ -311,6 +299,44 @@ fn a_row_deleted_under_a_live_holder_never_hands_its_number_over_early() {
     assert_successor_after(&first_ids, &second_ids);
 }
 
+/// After a restore or failover under `first`, a live holder: it stops; no process takes a
+/// number until the restore step (with the fleet's 2 s horizon); then a new holder takes
+/// one and issues after every ID of the first.
+fn the_holder_stops_and_numbers_wait_for_the_restore_step(
+    url: &str,
+    namespace: &str,
+    first: Issuer,
+) {
+    wait_for_within(
+        PATIENCE,
+        "the holder to find the store went back and stop",
+        || {
+            first.generator.lease_stats().state != LeaseState::Valid
+                && first.generator.next_id().is_err()
+        },
+    );
+    // (With the fleet's horizon: a process records its own before it asks for a number.)
+    let error = LeasedGenerator::builder(connected(url, namespace), range("0-1"))
+        .outage_horizon(Duration::from_secs(2))
+        .startup_wait(Duration::ZERO)
+        .acquire()
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::LeaseStoreRestored { .. }),
+        "{error:?}"
+    );
+    let raised = connected(url, namespace)
+        .with_outage_horizon(Duration::from_secs(2))
+        .init_after_restore(0..=0, 0..=31, idgen::SystemClock.now_unix_ms())
+        .unwrap();
+    assert!(raised >= 32, "{raised}");
+    let second = holder(connected(url, namespace), "0-1", Duration::from_secs(2));
+    second.generator.next_id().unwrap();
+    let (first_ids, _) = first.finish();
+    let (second_ids, _) = second.finish();
+    assert_successor_after(&first_ids, &second_ids);
+}
+
 #[test]
 fn tables_restored_from_an_older_dump_stop_the_holder_and_refuse_numbers_until_the_restore_step() {
     let server = PostgresServer::start("lease-dump");
@@ -322,32 +348,7 @@ fn tables_restored_from_an_older_dump_stop_the_holder_and_refuse_numbers_until_t
     // Marks written after the dump are the ones a restore loses.
     wait_for_renewals(&first, 3);
     server.run_sql_file(&dump);
-    wait_for_within(PATIENCE, "the holder to find the restore and stop", || {
-        first.generator.lease_stats().state != LeaseState::Valid
-            && first.generator.next_id().is_err()
-    });
-    // No process takes a number until the operator's step.
-    // (With the fleet's horizon: a process records its own before it asks for a number.)
-    let error = LeasedGenerator::builder(connected(&url, &namespace), range("0-1"))
-        .outage_horizon(Duration::from_secs(2))
-        .startup_wait(Duration::ZERO)
-        .acquire()
-        .unwrap_err();
-    assert!(
-        matches!(error, Error::LeaseStoreRestored { .. }),
-        "{error:?}"
-    );
-    // The fleet's horizon (2 s), as the operator gives it with --outage-horizon.
-    let raised = connected(&url, &namespace)
-        .with_outage_horizon(Duration::from_secs(2))
-        .init_after_restore(0..=0, 0..=31, idgen::SystemClock.now_unix_ms())
-        .unwrap();
-    assert!(raised >= 32, "{raised}");
-    let second = holder(connected(&url, &namespace), "0-1", Duration::from_secs(2));
-    second.generator.next_id().unwrap();
-    let (first_ids, _) = first.finish();
-    let (second_ids, _) = second.finish();
-    assert_successor_after(&first_ids, &second_ids);
+    the_holder_stops_and_numbers_wait_for_the_restore_step(&url, &namespace, first);
 }
 
 #[test]
@@ -455,28 +456,7 @@ fn a_failover_to_a_standby_that_was_behind_stops_the_holder_and_refuses_numbers_
     wait_for_renewals(&first, 3);
     primary.stop_immediate();
     standby.promote();
-    wait_for_within(PATIENCE, "the holder to find the failover and stop", || {
-        first.generator.lease_stats().state != LeaseState::Valid
-            && first.generator.next_id().is_err()
-    });
-    let error = LeasedGenerator::builder(connected(&url, &namespace), range("0-1"))
-        .outage_horizon(Duration::from_secs(2))
-        .startup_wait(Duration::ZERO)
-        .acquire()
-        .unwrap_err();
-    assert!(
-        matches!(error, Error::LeaseStoreRestored { .. }),
-        "{error:?}"
-    );
-    connected(&url, &namespace)
-        .with_outage_horizon(Duration::from_secs(2))
-        .init_after_restore(0..=0, 0..=31, idgen::SystemClock.now_unix_ms())
-        .unwrap();
-    let second = holder(connected(&url, &namespace), "0-1", Duration::from_secs(2));
-    second.generator.next_id().unwrap();
-    let (first_ids, _) = first.finish();
-    let (second_ids, _) = second.finish();
-    assert_successor_after(&first_ids, &second_ids);
+    the_holder_stops_and_numbers_wait_for_the_restore_step(&url, &namespace, first);
 }
 
 #[test]

@@ -499,3 +499,69 @@ impl Issuer {
         results
     }
 }
+
+/// Child processes of one end-to-end run: each issues on `range` of the store `store`
+/// names, writes its IDs to a file of its own under `dir`, and stops when the run's stop
+/// file appears.
+pub struct ChildFleet<'a> {
+    pub test_name: &'a str,
+    pub store: String,
+    pub range: &'a str,
+    pub dir: PathBuf,
+    pub horizon: Duration,
+    pub started: usize,
+}
+
+impl ChildFleet<'_> {
+    pub fn stop_file(&self) -> PathBuf {
+        self.dir.join("stop")
+    }
+
+    /// Starts one more child (under libfaketime's `faketime` offset, if given).
+    pub fn spawn(&mut self, faketime: Option<&'static str>) -> RunningChild {
+        self.started += 1;
+        ChildSpec {
+            test_name: self.test_name,
+            store: self.store.clone(),
+            range: self.range,
+            out: self.dir.join(format!("ids-{}", self.started)),
+            stop_file: self.stop_file(),
+            faketime,
+            // Children issuing beside each other (and beside other tests): a keeper may
+            // be starved of the CPU for a while, which a mark a few seconds ahead rides out.
+            startup_wait: Duration::from_secs(10),
+            horizon: Some(self.horizon),
+            expired_is_fatal: false,
+        }
+        .spawn()
+    }
+
+    /// SIGKILLs `running[kill]` a few thousand IDs in, waits (bounded) until `watcher`
+    /// shows a number not held (a spare, or the killed one's once its holding ran out) and
+    /// starts a replacement, pushed onto `running`; returns the killed child's number and
+    /// the replacement's (worker, previous mark).
+    pub fn kill_and_replace(
+        &mut self,
+        running: &mut Vec<RunningChild>,
+        kill: usize,
+        faketime: Option<&'static str>,
+        watcher: &dyn LeaseStore,
+    ) -> (u64, (u64, Option<u64>)) {
+        running[kill].wait_for_more_ids(2_000);
+        let victim = running.remove(kill);
+        let killed = victim.worker;
+        victim.kill();
+        let range = WorkerRange::parse(0, self.range).unwrap();
+        wait_for("a free number for the replacement", || {
+            watcher
+                .survey(&range)
+                .unwrap()
+                .iter()
+                .any(|number| number.state != idgen::lease::NumberState::Held)
+        });
+        let replacement = self.spawn(faketime);
+        let taken = (replacement.worker, replacement.previous_mark);
+        running.push(replacement);
+        (killed, taken)
+    }
+}

@@ -258,7 +258,7 @@ impl PostgresStore {
         let datacenters: Vec<i64> = datacenters.map(as_sql).collect();
         self.session.run(move |client| {
             let mut written = 0;
-            for datacenter in datacenters {
+            for datacenter in &datacenters {
                 written +=
                     client.execute(statement, &[&namespace, &datacenter, &first, &last, &mark])?;
             }

@@ -1,16 +1,17 @@
 //! A deterministic simulation of a whole fleet of lease holders (tests only): thousands of
 //! holders, each driving the real lease [`Machine`](super::protocol::Machine) and the real
-//! [`Generator`](crate::Generator) on clocks of its own, against a model of etcd, with
-//! faults of the network, the store, the clocks and the processes drawn from a seed. A run
-//! checks safety (no ID issued twice, each holder's IDs increasing, none dated past the
-//! mark its holder saw confirmed) and then liveness (after the faults heal, every holder
-//! that wants a number and can have one issues). The same seed replays the same run, event
-//! for event (its trace hash says so); a failure prints the seed and the last events.
+//! [`Generator`](crate::Generator) on clocks of its own, against a model of etcd or of
+//! PostgreSQL, with faults of the network, the store, the clocks and the processes drawn
+//! from a seed. A run checks safety (no ID issued twice, each holder's IDs increasing, none
+//! dated past the mark its holder saw confirmed) and then liveness (after the faults heal,
+//! every holder that wants a number and can have one issues). The same seed replays the
+//! same run, event for event (its trace hash says so); a failure prints the seed and the
+//! last events.
 //!
-//! - `store.rs`: the etcd model; `postgres_store.rs` (feature `postgres`): the PostgreSQL
-//!   model, on the real `lease::postgres::verdict`; `holder.rs`: a holder process;
-//!   `world.rs`: the events, the network and the fault schedule; `check.rs`: the checkers
-//!   and the trace.
+//! - `store.rs`: the etcd model and the claims both models hand out; `postgres_store.rs`
+//!   (feature `postgres`): the PostgreSQL model, on the real `lease::postgres::verdict`;
+//!   `holder.rs`: a holder process; `world.rs`: the events, the network and the fault
+//!   schedule; `check.rs`: the checkers and the trace.
 //! - `tests.rs`: the seeds the test command runs, the mutations they must catch, the
 //!   scenarios of earlier duplicate reports, and a long run of any shape
 //!   (`IDGEN_SIM_SHAPE`, `IDGEN_SIM_SEEDS`; see `docs/leases.md`).

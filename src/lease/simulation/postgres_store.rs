@@ -16,7 +16,7 @@ use crate::lease::postgres::verdict::{
 use crate::lease::records::{AFTER_RESTORE, RESTORE_FOUND};
 
 use super::super::protocol::{Acquired, Answer, Surveyed};
-use super::store::{Claim, StoreAnswer, StoreRequest, full, lost};
+use super::store::{Claim, RowClaim, StoreAnswer, StoreRequest, full, lost};
 
 /// A deliberate defect of the PostgreSQL semantics, built into the model by a simulator
 /// test: each must be caught, or the PostgreSQL runs have lost their teeth.
@@ -42,24 +42,6 @@ pub(crate) enum PostgresDefect {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct PostgresRun {
     pub(crate) defect: Option<PostgresDefect>,
-}
-
-/// What a holder keeps of a row it took: `PostgresClaim`'s fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RowClaim {
-    pub(super) token: u64,
-    /// The row's version after the claim's last confirmed write.
-    pub(super) version: u64,
-    pub(super) wrote: bool,
-    /// The holder's wall clock when it sent its last confirmed write (the acquire's at
-    /// first): what `restore_step_covers` compares with the operator's step.
-    pub(super) confirmed_unix_ms: u64,
-    pub(super) previous: Option<u64>,
-    pub(super) unknown: bool,
-    /// The claim found its number gone: it answers without the store from then on.
-    pub(super) released: bool,
-    /// When the store granted the claim (true time), for the checker's order of tenures.
-    pub(super) granted_ms: u64,
 }
 
 #[derive(Debug, Clone)]

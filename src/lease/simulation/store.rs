@@ -46,13 +46,32 @@ pub(super) enum StoreRequest {
     },
 }
 
+#[cfg(feature = "postgres")]
+/// What a holder keeps of a row it took: `PostgresClaim`'s fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RowClaim {
+    pub(super) token: u64,
+    /// The row's version after the claim's last confirmed write.
+    pub(super) version: u64,
+    pub(super) wrote: bool,
+    /// The holder's wall clock when it sent its last confirmed write (the acquire's at
+    /// first): what `restore_step_covers` compares with the operator's step.
+    pub(super) confirmed_unix_ms: u64,
+    pub(super) previous: Option<u64>,
+    pub(super) unknown: bool,
+    /// The claim found its number gone: it answers without the store from then on.
+    pub(super) released: bool,
+    /// When the store granted the claim (true time), for the checker's order of tenures.
+    pub(super) granted_ms: u64,
+}
+
 /// What a holder keeps of the number it holds: the etcd claim's token or the PostgreSQL
 /// claim's row, as the model it talks to hands them out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Claim {
     Etcd(Token),
     #[cfg(feature = "postgres")]
-    Postgres(super::postgres_store::RowClaim),
+    Postgres(RowClaim),
 }
 
 impl Claim {
