@@ -72,10 +72,13 @@ impl PostgresClaim {
                 if verdict::restore_step_covers(evidence.state.as_deref(), self.confirmed_unix_ms) {
                     return Err(self.lost());
                 }
-                self.store.mark_restore_found(&format!(
-                    "worker {} of datacenter {}: {why}",
-                    self.worker, self.datacenter
-                ));
+                self.store.mark_restore_found(
+                    &format!(
+                        "worker {} of datacenter {}: {why}",
+                        self.worker, self.datacenter
+                    ),
+                    evidence.state.as_deref().unwrap_or_default(),
+                );
                 Err(self.store.restored_error())
             }
             Verdict::Unclear => Err(Error::LeaseStore {

@@ -102,10 +102,11 @@ pub(super) const RESET_NAMESPACE: &str = concat!(
     ") ON CONFLICT (namespace) DO UPDATE SET state = EXCLUDED.state, cluster = EXCLUDED.cluster"
 );
 
-/// `$1` namespace, `$2` the state a holder found: the namespace refused until the restore
-/// step, unless it already is.
+/// `$1` namespace, `$2` the state a holder found, `$3` the state it read before it
+/// decided: the namespace refused until the restore step, unless its state changed since
+/// (the step ran meanwhile: a verdict reached before it must not undo it).
 pub(super) const MARK_RESTORE_FOUND: &str = "UPDATE idgen_lease_namespaces SET state = $2
-    WHERE namespace = $1 AND state NOT LIKE '%restore-found %'";
+    WHERE namespace = $1 AND state = $3 AND state NOT LIKE '%restore-found %'";
 
 /// `$1` namespace, `$2` layout record: recorded where none is; the row after it.
 pub(super) const BIND_LAYOUT: &str = "UPDATE idgen_lease_namespaces SET layout = $2

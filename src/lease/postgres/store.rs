@@ -299,28 +299,30 @@ impl PostgresStore {
             Namespace::Usable => Ok(()),
             Namespace::Uninitialised => Err(self.uninitialised()),
             Namespace::RestoreFound => Err(self.restored_error()),
-            Namespace::ClusterChanged { recorded } => {
+            Namespace::ClusterChanged { recorded, state } => {
                 let why = format!(
                     "the database is not the one the namespace was initialised on (recorded \
                      cluster {recorded}): a promoted standby, a recovered backup or a restored \
                      table"
                 );
-                self.mark_restore_found(&why);
+                self.mark_restore_found(&why, &state);
                 Err(self.restored_error())
             }
         }
     }
 
     /// Records in the namespace's row that a process found the store gone back (`why`),
-    /// so that no process takes a number until the restore step. A failure is logged: the
-    /// caller refuses all the same, and the next process to look decides again.
-    pub(super) fn mark_restore_found(&self, why: &str) {
+    /// so that no process takes a number until the restore step, if the row's state is
+    /// still `seen`, the one the finding was made on (a restore step run since is kept).
+    /// A failure is logged: the caller refuses all the same, and the next process to look
+    /// decides again.
+    pub(super) fn mark_restore_found(&self, why: &str, seen: &str) {
         log::error!(
             "idgen: PostgreSQL lease namespace {}: {why}; no process takes a number from it \
              until `idgen leases init --after-restore`",
             self.namespace
         );
-        let namespace = self.namespace.clone();
+        let (namespace, seen) = (self.namespace.clone(), seen.to_string());
         let state = format!(
             "idgen-lease-store v1 {RESTORE_FOUND}{} by pid {}: {why}",
             wall_unix_ms(),
@@ -328,7 +330,7 @@ impl PostgresStore {
         );
         if let Err(error) = self
             .session
-            .run(move |client| client.execute(MARK_RESTORE_FOUND, &[&namespace, &state]))
+            .run(move |client| client.execute(MARK_RESTORE_FOUND, &[&namespace, &state, &seen]))
         {
             log::error!("idgen: marking the namespace as restored failed: {error}");
         }

@@ -28,6 +28,8 @@ pub(crate) enum Namespace {
     /// a recovered backup, a table dropped and restored. Confirmed marks may be gone.
     ClusterChanged {
         recorded: String,
+        /// The state read with it.
+        state: String,
     },
 }
 
@@ -37,6 +39,7 @@ pub(crate) fn namespace(row: Option<&NamespaceRow>) -> Namespace {
         Some(row) if restore_found_ms(&row.state).is_some() => Namespace::RestoreFound,
         Some(row) if !row.same_cluster => Namespace::ClusterChanged {
             recorded: row.recorded_cluster.clone(),
+            state: row.state.clone(),
         },
         Some(_) => Namespace::Usable,
     }
