@@ -15,6 +15,11 @@ use std::time::Duration;
 use idgen::lease::{FileStore, LeaseStore, NumberState, WorkerRange};
 use idgen::{Clock, Error};
 
+/// The stores' TTL (etcd's shortest): short, since two checks wait for holdings to run out,
+/// yet long enough that a holding a check relies on outlives a thread starved of the CPU
+/// (two CPU burners beside the tests) between its last write and the next look.
+const TTL: Duration = Duration::from_secs(2);
+
 /// A kind of store, and how a test gets a place of its own in it.
 #[derive(Clone, Copy)]
 enum Backend {
@@ -54,45 +59,53 @@ impl Backend {
             #[cfg(feature = "etcd")]
             Backend::Etcd => {
                 let namespace = unique(test);
-                let store =
-                    idgen::lease::EtcdStore::connect(&[etcd_endpoints()], &namespace).unwrap();
-                store.init(0..=0, 0..=31, an_hour_ago()).unwrap();
+                leases::patiently("initialising", || {
+                    idgen::lease::EtcdStore::connect(&[etcd_endpoints()], &namespace)?.init(
+                        0..=0,
+                        0..=31,
+                        an_hour_ago(),
+                    )
+                })
+                .unwrap();
                 namespace
             }
             #[cfg(feature = "postgres")]
             Backend::Postgres => {
                 let namespace = unique(test);
-                let store =
-                    idgen::lease::PostgresStore::connect(&postgres_url(), &namespace).unwrap();
-                store.init(0..=0, 0..=31, an_hour_ago()).unwrap();
+                leases::patiently("initialising", || {
+                    idgen::lease::PostgresStore::connect(&postgres_url(), &namespace)?.init(
+                        0..=0,
+                        0..=31,
+                        an_hour_ago(),
+                    )
+                })
+                .unwrap();
                 namespace
             }
         }
     }
 
-    /// A handle on `place`, as another process would open it: the shortest TTL the store
-    /// takes.
+    /// A handle on `place`, as another process would open it, with the [`TTL`].
     fn open(self, place: &str) -> Box<dyn LeaseStore> {
         match self {
-            Backend::File => Box::new(
-                FileStore::open(place)
-                    .unwrap()
-                    .with_ttl(Duration::from_secs(1))
-                    .unwrap(),
-            ),
+            Backend::File => Box::new(FileStore::open(place).unwrap().with_ttl(TTL).unwrap()),
             #[cfg(feature = "etcd")]
             Backend::Etcd => Box::new(
-                idgen::lease::EtcdStore::connect(&[etcd_endpoints()], place)
-                    .unwrap()
-                    .with_ttl(Duration::from_secs(2))
-                    .unwrap(),
+                leases::patiently("connecting", || {
+                    idgen::lease::EtcdStore::connect(&[etcd_endpoints()], place)
+                })
+                .unwrap()
+                .with_ttl(TTL)
+                .unwrap(),
             ),
             #[cfg(feature = "postgres")]
             Backend::Postgres => Box::new(
-                idgen::lease::PostgresStore::connect(&postgres_url(), place)
-                    .unwrap()
-                    .with_ttl(Duration::from_secs(1))
-                    .unwrap(),
+                leases::patiently("connecting", || {
+                    idgen::lease::PostgresStore::connect(&postgres_url(), place)
+                })
+                .unwrap()
+                .with_ttl(TTL)
+                .unwrap(),
             ),
         }
     }
@@ -126,7 +139,8 @@ fn range(text: &str) -> WorkerRange {
 fn wait_until_free(store: &dyn LeaseStore, worker: u64) {
     let range = range(&format!("{worker}-{worker}"));
     leases::wait_for(&format!("worker {worker}'s holding to run out"), || {
-        store.survey(&range).unwrap()[0].state != NumberState::Held
+        leases::patiently("surveying", || store.survey(&range)).unwrap()[0].state
+            != NumberState::Held
     });
 }
 

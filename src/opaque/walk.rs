@@ -146,7 +146,7 @@ mod tests {
 
     /// The example: Speck32/64 walked into 2^20 values. Each walk averages 4,096
     /// encryptions, 2^32 for the domain: minutes unoptimised, so it runs in release builds
-    /// (`cargo test --release --lib -- --ignored speck32`; .ci/test runs it).
+    /// (`cargo test -p idgen --release --lib -- --ignored speck32`; .ci/test runs it).
     #[test]
     #[ignore = "2^32 encryptions: run in release, as .ci/test does"]
     fn cycle_walking_speck32_into_2_to_the_20_hits_every_value_once() {

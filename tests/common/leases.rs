@@ -33,6 +33,27 @@ pub fn wait_for_within(bound: Duration, what: &str, mut done: impl FnMut() -> bo
     }
 }
 
+/// Runs `call` again while it fails with a store error (a server slow to answer on a
+/// loaded machine, which is not what the tests are about), for up to a minute; any other
+/// result is returned. Only for calls that may run twice: a connection, a survey, a
+/// namespace's initialisation, a layout's binding; never an acquire, whose first attempt
+/// may have taken a number without the answer arriving.
+pub fn patiently<T>(
+    what: &str,
+    mut call: impl FnMut() -> Result<T, idgen::Error>,
+) -> Result<T, idgen::Error> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match call() {
+            Err(idgen::Error::LeaseStore { reason }) if Instant::now() < deadline => {
+                eprintln!("{what}: trying again after: {reason}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            result => return result,
+        }
+    }
+}
+
 /// How long a child gets to start, or to stop once told, beyond any wait it was given: a
 /// bound on a hang, not a speed the test expects.
 const CHILD_BOUND: Duration = Duration::from_secs(60);
@@ -440,7 +461,9 @@ pub fn assert_exactly_one_layout_wins(stores: Vec<Box<dyn LeaseStore>>, layouts:
                 let barrier = &barrier;
                 scope.spawn(move || {
                     barrier.wait();
-                    store.bind_layout(layout)
+                    // A binding that timed out may have been recorded: binding the same
+                    // layout again then succeeds, so exactly one winner still holds.
+                    patiently("binding a layout", || store.bind_layout(layout))
                 })
             })
             .collect();

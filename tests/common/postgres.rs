@@ -220,6 +220,10 @@ impl PostgresServer {
                 "-m",
                 mode,
                 "-w",
+                // pg_ctl waits 60 s by default: crash recovery on a machine starved of the
+                // CPU took longer once. A bound on a hang, not a speed the tests expect.
+                "-t",
+                "300",
                 action,
             ],
         );

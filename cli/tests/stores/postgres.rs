@@ -2,11 +2,9 @@
 //! API, all on PostgreSQL (the server `.ci/test` starts), each test under a namespace of
 //! its own; and a second process with another layout refused.
 
-mod common;
-
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::{Service, idgen, temp_dir};
+use crate::common::{Service, idgen, temp_dir};
 
 fn postgres_url() -> String {
     std::env::var("IDGEN_POSTGRES_URL").expect(

@@ -3,13 +3,9 @@
 //! takes a number and serves IDs at once. A namespace not declared new is taken to be
 //! wiped: its marks are an outage horizon ahead.
 
-#![cfg(feature = "etcd")]
-
-mod common;
-
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use common::{Service, etcd_endpoints as endpoints, idgen, unix_ms};
+use crate::common::{Service, etcd_endpoints as endpoints, idgen, unix_ms};
 
 /// A namespace no other test (or earlier run) uses.
 fn namespace(test: &str) -> String {
@@ -57,7 +53,7 @@ fn the_manual_steps_on_a_new_namespace_serve_ids_at_once() {
     assert!(status.success(), "{init:?}: {stdout}{stderr}");
     assert!(stdout.contains("ready at once"), "{stdout}");
     // `serve` as written, on a port of its own and with blocks beside the test's files.
-    let blocks = common::temp_dir("manual-new").join("blocks");
+    let blocks = crate::common::temp_dir("manual-new").join("blocks");
     let mut serve: Vec<&str> = steps[1][1..].iter().map(String::as_str).collect();
     serve.extend(["--blocks-dir", blocks.to_str().unwrap()]);
     let started = Instant::now();
@@ -80,7 +76,7 @@ fn leases(url: &str, ns: &str, extra: &[&str]) -> (bool, String) {
     let mut args = vec!["leases"];
     args.extend(extra);
     args.extend(["--etcd", url, "--namespace", ns]);
-    args.extend(common::TWO_NUMBERS);
+    args.extend(crate::common::TWO_NUMBERS);
     let (status, stdout, stderr) = idgen(&args);
     (status.success(), format!("{stdout}{stderr}"))
 }
@@ -135,7 +131,7 @@ fn a_namespace_not_declared_new_is_taken_to_be_wiped_and_new_is_refused_once_use
     // Not with --after-restore, nor with --lease-dir.
     let (ok, said) = leases(&url, &fresh, &["init", "--new", "--after-restore"]);
     assert!(!ok && said.contains("cannot be used with"), "{said}");
-    let dir = common::temp_dir("init-new-dir");
+    let dir = crate::common::temp_dir("init-new-dir");
     let (status, _, stderr) = idgen(&[
         "leases",
         "init",

@@ -1,0 +1,11 @@
+//! The networked lease stores from the command line, in one test binary (each binary costs
+//! a link): etcd's first run as the service manual writes it (`stores/etcd_first_run.rs`),
+//! and PostgreSQL's flags end to end (`stores/postgres.rs`).
+
+mod common;
+
+#[cfg(feature = "etcd")]
+#[path = "stores/etcd_first_run.rs"]
+mod etcd_first_run;
+#[path = "stores/postgres.rs"]
+mod postgres;
