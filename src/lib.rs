@@ -143,6 +143,15 @@
 //! - `sqlx`: the same two as sqlx's `Type`/`Encode`/`Decode` for PostgreSQL, arrays
 //!   included (`WHERE id = ANY($1)` with a slice of IDs).
 //!
+//! # IDs as time bounds
+//!
+//! Every kind sorts by the time embedded in it, so the IDs made in a span of time `[from,
+//! to)` are a range: [`Layout::span`], [`Uuid7::span`] and [`Ulid::span`] give its bounds
+//! ([`IdSpan`]), for `WHERE id >= start AND id < end` on a primary key's index, and
+//! [`Layout::first_id_at`] and [`Layout::last_id_at`] (likewise for the 128-bit kinds) the
+//! first and last ID of a millisecond. The time is the ID's, which a generator borrowing
+//! ahead or a skewed clock may set apart from the wall clock: see [`bounds`].
+//!
 //! # Dense sequences
 //!
 //! Where numbers should be small and nearly gap-free (order and invoice numbers),
@@ -200,6 +209,7 @@
 
 #[cfg(all(not(idgen_loom), feature = "blocks"))]
 pub mod blocks;
+pub mod bounds;
 mod clock;
 mod engine;
 mod error;
@@ -226,6 +236,7 @@ mod sync;
 #[cfg(feature = "uuid7-ulid")]
 mod uuid7_ulid;
 
+pub use bounds::IdSpan;
 pub use clock::{
     Clock, DefaultClock, ManualClock, MonotonicClock, SystemClock, WALL_CHECK_INTERVAL_MS,
     WALL_SMALL_STEP_MS, WALL_STEP_CONFIRM_MS,

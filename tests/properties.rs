@@ -11,9 +11,16 @@
 //!    counter: a new millisecond starts at a seed with the counter's top bit clear, the same
 //!    millisecond (or one the clock is behind, within tolerance) counts on by one, and
 //!    beyond the tolerance the call is refused; so UUIDs never repeat or decrease.
+//! 5. For every kind (Snowflake IDs in every layout), an ID lies in the bounds of a span of
+//!    time `[from, to)` if and only if its embedded time does (a span holding none of the
+//!    kind's milliseconds holds no ID), and between the first and last ID of its
+//!    millisecond; and every ID real generators issue over a stretch of
+//!    milliseconds (borrowing ahead when a millisecond's sequence runs out) lies in the
+//!    bounds of a window exactly when its embedded time does.
 
 use idgen::{
-    COUNTER_BITS, Error, Generator, Id, IdParts, Layout, ManualClock, Uuid7, Uuid7Generator,
+    COUNTER_BITS, Error, Generator, Id, IdParts, IdSpan, Layout, ManualClock, Ulid, UlidGenerator,
+    Uuid7, Uuid7Generator,
 };
 use proptest::prelude::*;
 
@@ -285,4 +292,227 @@ proptest! {
             clock.set(now);
         }
     }
+}
+
+/// Whether `unix_ms` lies in `[from, to)`.
+fn made_in(unix_ms: u64, from: u64, to: u64) -> bool {
+    from <= unix_ms && unix_ms < to
+}
+
+/// Whether `span` holds `id`, made at `unix_ms`, exactly when `[from, to)` holds `unix_ms`.
+fn check_span<T: Ord + Copy + std::fmt::Debug>(
+    span: &IdSpan<T>,
+    id: T,
+    unix_ms: u64,
+    from: u64,
+    to: u64,
+) -> Result<(), TestCaseError> {
+    prop_assert_eq!(
+        span.contains(&id),
+        made_in(unix_ms, from, to),
+        "{:?} made at {}",
+        id,
+        unix_ms
+    );
+    Ok(())
+}
+
+/// A UUIDv7 or ULID millisecond (all 48 bits), random bits, and a span around it.
+fn ms_bits_and_span() -> impl Strategy<Value = (u64, u128, u64, u64)> {
+    let last = (1u64 << 48) - 1;
+    (0..=last, any::<u128>()).prop_flat_map(move |(unix_ms, bits)| {
+        let near = move |ms: u64| ms.saturating_sub(3)..=(ms + 3).min(last + 2);
+        // Reversed and empty spans too: they hold nothing.
+        (Just(unix_ms), Just(bits), near(unix_ms), near(unix_ms))
+    })
+}
+
+proptest! {
+    #[test]
+    fn a_snowflake_id_is_in_a_spans_bounds_exactly_when_made_in_the_span(
+        (layout, parts) in layout_and_parts(),
+        before in 0u64..4,
+        after in 0u64..4,
+        shift in -3i64..=3,
+    ) {
+        let made = parts.unix_ms;
+        let id = layout.compose(parts).unwrap();
+        prop_assert!(layout.first_id_at(made).unwrap() <= id);
+        prop_assert!(id <= layout.last_id_at(made).unwrap());
+        // Spans around the ID's millisecond, some reaching before the epoch or past the end.
+        let from = (made as i64 + shift - before as i64).max(0) as u64;
+        let to = (made as i64 + shift + after as i64 + 1).max(0) as u64;
+        let span = layout.span(from, to);
+        // The ID, and the first and last of its millisecond (the edges of any span).
+        for id in [id, layout.first_id_at(made).unwrap(), layout.last_id_at(made).unwrap()] {
+            check_span(&span, id, made, from, to)?;
+        }
+        let holds_a_millisecond = from < to
+            && from <= layout.last_unix_ms()
+            && to > layout.epoch_unix_ms();
+        prop_assert_eq!(span.is_empty(), !holds_a_millisecond);
+    }
+
+    #[test]
+    fn a_uuid7_and_a_ulid_are_in_a_spans_bounds_exactly_when_made_in_the_span(
+        (unix_ms, bits, from, to) in ms_bits_and_span(),
+    ) {
+        let version_and_variant = |bytes: u128| (bytes & !(0xF << 76) & !(0b11 << 62)) | 0x7 << 76 | 0b10 << 62;
+        let below_time = bits & ((1 << 80) - 1);
+        let uuid = Uuid7::from_bytes(version_and_variant((unix_ms as u128) << 80 | below_time).to_be_bytes()).unwrap();
+        let ulid = Ulid::from_u128((unix_ms as u128) << 80 | below_time);
+        prop_assert!(Uuid7::first_at(unix_ms).unwrap() <= uuid && uuid <= Uuid7::last_at(unix_ms).unwrap());
+        prop_assert!(Ulid::first_at(unix_ms).unwrap() <= ulid && ulid <= Ulid::last_at(unix_ms).unwrap());
+        let (uuids, ulids) = (Uuid7::span(from, to), Ulid::span(from, to));
+        let edges = [Uuid7::first_at(unix_ms).unwrap(), Uuid7::last_at(unix_ms).unwrap()];
+        for uuid in [uuid].into_iter().chain(edges) {
+            check_span(&uuids, uuid, unix_ms, from, to)?;
+        }
+        let edges = [Ulid::first_at(unix_ms).unwrap(), Ulid::last_at(unix_ms).unwrap()];
+        for ulid in [ulid].into_iter().chain(edges) {
+            check_span(&ulids, ulid, unix_ms, from, to)?;
+        }
+        prop_assert_eq!(uuids.is_empty(), from >= to || from >= 1 << 48);
+        prop_assert_eq!(ulids.is_empty(), from >= to || from >= 1 << 48);
+    }
+}
+
+#[test]
+fn ids_generators_issue_over_many_milliseconds_are_in_a_windows_bounds_exactly_when_made_in_it() {
+    // A small sequence (16 IDs a millisecond), so that bursts borrow milliseconds ahead of
+    // the clock: the embedded time, not the clock's, is what the bounds hold to.
+    let layout = Layout::new(43, 0, 16, 4).unwrap();
+    let start = EPOCH + 1_000_000;
+    let clock = ManualClock::new(start);
+    let snowflakes = Generator::builder()
+        .layout(layout)
+        .worker(3)
+        .borrow_ahead_ms(10)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let uuids = Uuid7Generator::builder()
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let ulids = UlidGenerator::builder()
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let mut issued = (Vec::new(), Vec::new(), Vec::new());
+    for step in 0..200u64 {
+        // Some milliseconds see a burst past the sequence, some one ID, some none.
+        let burst = [0, 1, 40][(step % 3) as usize];
+        for _ in 0..burst {
+            issued.0.push(snowflakes.next_id().unwrap());
+            issued.1.push(uuids.next_uuid().unwrap());
+            issued.2.push(ulids.next_ulid().unwrap());
+        }
+        clock.advance(1);
+    }
+    let mut inside = 0;
+    for (from, to) in [
+        (start, start + 1),
+        (start + 10, start + 57),
+        (start - 5, start + 300),
+        (start + 199, start + 400),
+    ] {
+        let span = layout.span(from, to);
+        for &id in &issued.0 {
+            let made = layout.decode(id).unix_ms;
+            assert_eq!(
+                span.contains(&id),
+                made_in(made, from, to),
+                "{id} made at {made}"
+            );
+            inside += usize::from(span.contains(&id));
+        }
+        let span = Uuid7::span(from, to);
+        for uuid in &issued.1 {
+            assert_eq!(
+                span.contains(uuid),
+                made_in(uuid.unix_ms(), from, to),
+                "{uuid}"
+            );
+        }
+        let span = Ulid::span(from, to);
+        for ulid in &issued.2 {
+            assert_eq!(
+                span.contains(ulid),
+                made_in(ulid.unix_ms(), from, to),
+                "{ulid}"
+            );
+        }
+    }
+    // The windows saw IDs both inside and outside them.
+    assert!(inside > 0 && inside < 4 * issued.0.len(), "{inside}");
+}
+
+#[test]
+fn spans_at_the_extremes_hold_exactly_the_ids_made_in_them() {
+    fn made_in<T: Ord + std::fmt::Debug>(
+        span: &IdSpan<T>,
+        id: T,
+        unix_ms: u64,
+        (from, to): (u64, u64),
+    ) {
+        assert_eq!(
+            span.contains(&id),
+            from <= unix_ms && unix_ms < to,
+            "{id:?} at {unix_ms} in [{from}, {to})"
+        );
+    }
+    let short = Layout::new(1, 0, 0, 62)
+        .and_then(|layout| layout.with_epoch_unix_ms(0))
+        .unwrap();
+    let long = Layout::new(62, 0, 0, 1)
+        .and_then(|layout| layout.with_epoch_unix_ms(0))
+        .unwrap();
+    for layout in [Layout::DEFAULT, short, long] {
+        let (epoch, last) = (layout.epoch_unix_ms(), layout.last_unix_ms());
+        let spans = [
+            (0, u64::MAX),
+            (0, 1),
+            (0, epoch),
+            (epoch, epoch + 1),
+            (last, last + 1),
+            (last, u64::MAX),
+            (last + 1, u64::MAX),
+            (u64::MAX - 1, u64::MAX),
+            (u64::MAX, 0),
+        ];
+        for span_ms in spans {
+            let span = layout.span(span_ms.0, span_ms.1);
+            for unix_ms in [epoch, (epoch + 1).min(last), last] {
+                made_in(
+                    &span,
+                    layout.first_id_at(unix_ms).unwrap(),
+                    unix_ms,
+                    span_ms,
+                );
+                made_in(&span, layout.last_id_at(unix_ms).unwrap(), unix_ms, span_ms);
+            }
+        }
+    }
+    let last = (1u64 << 48) - 1;
+    for span_ms in [
+        (0, u64::MAX),
+        (0, 1),
+        (last, last + 1),
+        (last, u64::MAX),
+        (last + 1, u64::MAX),
+        (u64::MAX, 0),
+    ] {
+        let (uuids, ulids) = (
+            Uuid7::span(span_ms.0, span_ms.1),
+            Ulid::span(span_ms.0, span_ms.1),
+        );
+        for unix_ms in [0, 1, last] {
+            made_in(&uuids, Uuid7::first_at(unix_ms).unwrap(), unix_ms, span_ms);
+            made_in(&uuids, Uuid7::last_at(unix_ms).unwrap(), unix_ms, span_ms);
+            made_in(&ulids, Ulid::first_at(unix_ms).unwrap(), unix_ms, span_ms);
+            made_in(&ulids, Ulid::last_at(unix_ms).unwrap(), unix_ms, span_ms);
+        }
+    }
+    assert!(Uuid7::first_at(last + 1).is_err() && Ulid::last_at(u64::MAX).is_err());
 }

@@ -236,6 +236,43 @@ pub struct ErrorBody {
     pub error: String,
 }
 
+/// The IDs made in a span of time `[from, to)` by the time embedded in them (which a
+/// generator borrowing milliseconds ahead, or a skewed clock, may set apart from the wall
+/// clock): for range queries and cursors.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"kind": "snowflake", "from": "2026-01-01T00:00:00.000Z",
+    "to": "2026-01-02T00:00:00.000Z", "start": "264905529753600000",
+    "end": "265267917619200000",
+    "where": "WHERE id >= 264905529753600000 AND id < 265267917619200000"}))]
+pub struct Bounds {
+    pub kind: Kind,
+    /// The span's start (RFC 3339, UTC): IDs made at or after it are inside.
+    pub from: String,
+    /// The span's end (RFC 3339, UTC): IDs made before it are inside.
+    pub to: String,
+    /// The first ID that can be made at `from` (for a Snowflake ID, at the layout's epoch
+    /// if `from` is before it): the inclusive bound.
+    pub start: String,
+    /// The first ID that can be made at `to`: the exclusive bound. Absent when `to` lies
+    /// past the last millisecond the kind can hold (every later ID is inside).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub end: Option<String>,
+    /// Present when the span holds no ID, saying why (`to` is not after `from`, or no such
+    /// ID can be made then): `end` is then at or below `start`, and `where` is
+    /// `WHERE false`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub nothing: Option<String>,
+    /// A ready PostgreSQL condition on a column `id` (`bigint` for Snowflake IDs, `uuid`
+    /// for UUIDv7s, the 26-character upper-case text for ULIDs, in a `COLLATE "C"` column).
+    #[serde(rename = "where")]
+    pub where_clause: String,
+}
+
+/// The parameters `GET /v1/bounds` takes.
+pub const BOUNDS_PARAMETERS: [&str; 3] = ["from", "to", "kind"];
+
 pub use described::*;
 
 /// What the handlers read by hand, and the refusals they share, as the document gives
@@ -256,27 +293,42 @@ mod described {
         /// Default `snowflake`.
         #[schema(nullable = false)]
         pub kind: Option<Kind>,
-        /// Default `plain`; `opaque` needs `--opaque-key-file`.
+        /// Default `plain`; `opaque` (with `--opaque-key-file`) is for Snowflake IDs only.
         #[schema(nullable = false)]
         pub form: Option<Form>,
     }
 
-    /// `GET /v1/ids`: the count once, as `count` or `n`; no other parameter.
+    /// `GET /v1/ids`: the count once; no other parameter. (`n=N` is read as `count=N`, for
+    /// older clients, but not both; the document names `count` alone, since OpenAPI cannot
+    /// say "one of two".)
     #[derive(IntoParams)]
     #[into_params(parameter_in = Query)]
     pub struct IdsQuery {
-        /// How many; at most `--max-batch` (default 10,000). Required, as `count` or `n`.
-        #[param(nullable = false, minimum = 1)]
-        pub count: Option<u64>,
-        /// `count` by another name.
-        #[param(nullable = false, minimum = 1)]
-        pub n: Option<u64>,
+        /// How many; at most `--max-batch` (default 10,000).
+        #[param(minimum = 1)]
+        pub count: u64,
         /// Default `snowflake`.
         #[param(nullable = false)]
         pub kind: Option<Kind>,
-        /// Default `plain`.
+        /// Default `plain`; `opaque` (with `--opaque-key-file`) is for Snowflake IDs only.
         #[param(nullable = false)]
         pub form: Option<Form>,
+    }
+
+    /// `GET /v1/bounds`: a span of time, and the kind. No other parameter.
+    #[derive(IntoParams)]
+    #[into_params(parameter_in = Query)]
+    pub struct BoundsQuery {
+        /// The span's start: RFC 3339 in UTC (`2026-01-01T00:00:00Z`, up to 3 digits of
+        /// fraction) or Unix milliseconds.
+        #[param(min_length = 1)]
+        pub from: String,
+        /// The span's end, after `from`, in the same forms.
+        #[param(min_length = 1)]
+        pub to: String,
+        /// Default `snowflake`. Opaque IDs show no time: they have no bounds.
+        #[param(nullable = false)]
+        pub kind: Option<Kind>,
     }
 
     /// The ID a decode request names.
@@ -453,15 +505,33 @@ mod tests {
     }
 
     #[test]
-    fn the_documented_query_parameters_are_the_ones_the_handler_takes() {
+    fn the_bounds_example_is_what_the_service_answers() {
         let document = document();
-        let parameters: Vec<String> = document["paths"]["/v1/ids"]["get"]["parameters"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|parameter| parameter["name"].as_str().unwrap().to_string())
+        let example = &document["components"]["schemas"]["Bounds"]["example"];
+        let from = crate::time::parse_rfc3339_ms(example["from"].as_str().unwrap()).unwrap();
+        let to = crate::time::parse_rfc3339_ms(example["to"].as_str().unwrap()).unwrap();
+        let answer = crate::bounds::bounds(Kind::Snowflake, &Layout::DEFAULT, from, to);
+        assert_eq!(&serde_json::to_value(answer).unwrap(), example);
+    }
+
+    #[test]
+    fn the_documented_query_parameters_are_the_ones_the_handlers_take() {
+        let document = document();
+        let names = |path: &str| -> Vec<String> {
+            document["paths"][path]["get"]["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|parameter| parameter["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        // All but `n`, the undocumented alias of `count`.
+        let taken: Vec<&str> = idgen_cli::input::ID_PARAMETERS
+            .into_iter()
+            .filter(|name| *name != "n")
             .collect();
-        assert_eq!(parameters, idgen_cli::input::ID_PARAMETERS);
+        assert_eq!(names("/v1/ids"), taken);
+        assert_eq!(names("/v1/bounds"), BOUNDS_PARAMETERS);
     }
 
     #[test]

@@ -43,17 +43,28 @@ pub const ID_PARAMETERS: [&str; 4] = ["count", "n", "kind", "form"];
 
 /// A query string's parameters, percent-decoded; any but [`ID_PARAMETERS`] is a 400.
 pub fn query_pairs(query: &str) -> Result<Vec<(String, String)>, String> {
+    query_pairs_among(
+        query,
+        &ID_PARAMETERS,
+        "/v1/ids takes count (or n), kind and form",
+    )
+}
+
+/// A query string's parameters, percent-decoded; any but `allowed` is refused, with
+/// `takes` (what the route takes) in the error.
+pub fn query_pairs_among(
+    query: &str,
+    allowed: &[&str],
+    takes: &str,
+) -> Result<Vec<(String, String)>, String> {
     let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
         .map(|(key, value)| (key.into_owned(), value.into_owned()))
         .collect();
     if let Some((key, _)) = pairs
         .iter()
-        .find(|(key, _)| !ID_PARAMETERS.contains(&key.as_str()))
+        .find(|(key, _)| !allowed.contains(&key.as_str()))
     {
-        return Err(format!(
-            "unknown parameter {:?}: /v1/ids takes count (or n), kind and form",
-            shown(key)
-        ));
+        return Err(format!("unknown parameter {:?}: {takes}", shown(key)));
     }
     Ok(pairs)
 }

@@ -7,16 +7,19 @@
 
 mod api;
 mod args;
+mod bounds;
 mod commands;
 mod decoding;
 mod failure;
 mod http;
 mod kinds;
+mod lifetime;
 mod log;
 mod opaque;
 mod operator_files;
 mod output;
 mod own_lease;
+mod patterns;
 mod serve;
 mod time;
 
@@ -24,6 +27,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use commands::bounds::BoundsArgs;
 use commands::decode::DecodeArgs;
 use commands::layout::LayoutCommand;
 use commands::leases::LeasesArgs;
@@ -31,6 +35,7 @@ use commands::next::NextArgs;
 use commands::opaque::OpaqueArgs;
 use commands::seq::SeqArgs;
 use commands::serve::ServeArgs;
+use commands::sql::SqlArgs;
 
 #[derive(Parser)]
 #[command(
@@ -55,6 +60,12 @@ enum Command {
     Decode(DecodeArgs),
     /// Show the arithmetic of a layout: lifetime, last instant, workers, rates.
     Layout(LayoutCommand),
+    /// Show the IDs made in a span of time [FROM, TO): the first ID at FROM, the first at
+    /// TO, and a ready `WHERE id >= ... AND id < ...` for range queries and cursors.
+    Bounds(BoundsArgs),
+    /// Print PostgreSQL functions (plain SQL) that read a layout's IDs in the database:
+    /// creation time, datacenter, worker, sequence, and the first ID of a time.
+    Sql(SqlArgs),
     /// Show every worker number of a lease store: free or held, holder, mark, anomalies.
     Leases(LeasesArgs),
     /// Dense values of named sequences (order numbers, invoice numbers) from the block
@@ -75,6 +86,8 @@ fn main() -> ExitCode {
         Command::Next(args) => args.run(),
         Command::Decode(args) => args.run(),
         Command::Layout(args) => args.run(),
+        Command::Bounds(args) => args.run(),
+        Command::Sql(args) => args.run(),
         Command::Leases(args) => args.run(),
         Command::Seq(args) => args.run(),
         Command::Opaque(args) => args.run(),

@@ -1000,3 +1000,83 @@ fn invented_methods_add_no_metric_series() {
         "{metrics}"
     );
 }
+
+#[test]
+fn bounds_come_from_the_service_as_from_the_command_and_bad_spans_are_refused() {
+    let layout = [
+        "--time-bits=40",
+        "--sequence-bits=13",
+        "--epoch=2020-01-01T00:00:00Z",
+    ];
+    let dir = new_lease_dir("bounds");
+    let service = Service::start(&dir, &layout);
+    let issued = service.get("/v1/ids?count=5").ids();
+    let now = unix_ms_now();
+    let (from, to) = (now - 60_000, now + 60_000);
+    for kind in ["snowflake", "uuidv7", "ulid"] {
+        let served = service.get(&format!("/v1/bounds?from={from}&to={to}&kind={kind}"));
+        assert_eq!(served.status, 200, "{}", served.body);
+        let mut args = vec![
+            "bounds".to_string(),
+            from.to_string(),
+            to.to_string(),
+            format!("--kind={kind}"),
+            "--json".to_string(),
+        ];
+        args.extend(layout.iter().map(|flag| flag.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (status, stdout, stderr) = idgen(&args);
+        assert!(status.success(), "{stderr}");
+        let printed: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(served.json(), printed, "{kind}");
+    }
+    // The service's own IDs, made just now, lie in the bounds of the two minutes around it.
+    let bounds = service
+        .get(&format!("/v1/bounds?from={from}&to={to}"))
+        .json();
+    let bound = |name: &str| bounds[name].as_str().unwrap().parse::<u64>().unwrap();
+    for id in issued {
+        assert!(bound("start") <= id && id < bound("end"), "{id}: {bounds}");
+    }
+    // A span that holds nothing says why, and selects nothing.
+    let nothing = service.get("/v1/bounds?from=5&to=5").json();
+    assert_eq!(nothing["nothing"], "to is not after from");
+    assert_eq!(nothing["where"], "WHERE false");
+    // The default kind with times as RFC 3339.
+    let by_text = service.get("/v1/bounds?from=2026-01-01T00:00:00Z&to=2026-01-01T00:00:01.5Z");
+    assert_eq!(by_text.status, 200, "{}", by_text.body);
+    assert_eq!(by_text.json()["to"], "2026-01-01T00:00:01.500Z");
+
+    let refused = [
+        ("from=1&to=2&kind=opaque", "opaque IDs are encrypted"),
+        ("to=2", "from is required"),
+        ("from=1", "to is required"),
+        ("from=1&from=2&to=3", "give from once"),
+        (
+            "from=yesterday&to=5",
+            "from: \"yesterday\" is not a UTC time",
+        ),
+        ("from=1&to=2&kind=uuid", "kind must be"),
+        ("from=1&to=2&count=3", "unknown parameter \"count\""),
+        ("from=1&to=99999999999999999999", "too large"),
+    ];
+    for (query, reason) in refused {
+        let reply = service.get(&format!("/v1/bounds?{query}"));
+        assert_eq!(reply.status, 400, "{query}: {}", reply.body);
+        let error = reply.json()["error"].as_str().unwrap().to_string();
+        assert!(error.contains(reason), "{query}: {error}");
+    }
+    // The layout's time left, as a metric.
+    let left_s = (idgen::Layout::new(40, 5, 5, 13)
+        .and_then(|layout| layout.with_epoch_unix_ms(1_577_836_800_000))
+        .unwrap()
+        .last_unix_ms()
+        + 1
+        - unix_ms_now())
+        / 1_000;
+    let metric = metric_value(&service.get("/metrics").body, "idgen_layout_seconds_left");
+    assert!(
+        metric <= left_s + 1 && metric + 60 >= left_s,
+        "{metric} vs {left_s}"
+    );
+}

@@ -1,5 +1,5 @@
-//! The OpenAPI document: one document whatever the flags (but the declared sequences'
-//! names), the same as `docs/openapi.json` and `idgen openapi`, and naming exactly the
+//! The OpenAPI documents: the whole contract (`idgen openapi`, `docs/openapi.json`), and
+//! what a service serves, the same shaped to what it has on; both naming exactly the
 //! fields, parameters, values and routes the service takes. (schemathesis, in `cli/tests/contract/run`, checks the answers.)
 
 mod common;
@@ -7,6 +7,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{Service, idgen, new_lease_dir, temp_dir};
+use regex::Regex;
 use serde_json::Value;
 
 const TOKEN: &str = "openapi-test-token";
@@ -52,40 +53,116 @@ fn document() -> Value {
     serde_json::from_str(&committed()).unwrap()
 }
 
-#[test]
-fn the_served_document_is_the_committed_one_whatever_the_flags() {
-    let stale = "docs/openapi.json is not what the service serves: \
-                 cargo run -- openapi > docs/openapi.json";
-    for service in [plain("openapi-plain"), configured("openapi-configured")] {
-        let reply = service.get("/openapi.json");
-        assert_eq!(reply.status, 200);
-        assert_eq!(reply.content_type, "application/json");
-        assert!(reply.body == committed(), "{stale}");
+/// `document` as a service with the lease API off and no opaque key serves it, but for
+/// the counts' maximum and the decode pattern, which the caller checks.
+fn without_lease_api_and_opaque_ids(mut document: Value) -> Value {
+    let paths = document["paths"].as_object_mut().unwrap();
+    paths.retain(|path, _| !path.starts_with("/v1/generators"));
+    let tags = document["tags"].as_array_mut().unwrap();
+    tags.retain(|tag| tag["name"] != "lease API");
+    let components = document["components"].as_object_mut().unwrap();
+    components.remove("securitySchemes");
+    let schemas = components["schemas"].as_object_mut().unwrap();
+    for body in ["LeaseRequest", "ReleaseRequest", "LeaseTerms"] {
+        schemas.remove(body);
     }
+    schemas["Form"]["enum"] = serde_json::json!(["plain"]);
+    document
+}
+
+/// The schema of the parameter `name` of `method` on `path`.
+fn parameter<'d>(document: &'d mut Value, path: &str, method: &str, name: &str) -> &'d mut Value {
+    document["paths"][path][method]["parameters"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|parameter| parameter["name"] == name)
+        .map(|parameter| &mut parameter["schema"])
+        .unwrap_or_else(|| panic!("no parameter {name} on {method} {path}"))
+}
+
+/// Sets every count's maximum in `document` to `max`.
+fn with_counts_up_to(mut document: Value, max: u64) -> Value {
+    parameter(&mut document, "/v1/ids", "get", "count")["maximum"] = max.into();
+    for body in ["IdsRequest", "SequenceRequest"] {
+        document["components"]["schemas"][body]["properties"]["count"]["maximum"] = max.into();
+    }
+    document
+}
+
+#[test]
+fn idgen_openapi_prints_the_committed_whole_contract() {
     let (status, stdout, stderr) = idgen(&["openapi"]);
     assert!(status.success(), "{stderr}");
-    assert!(stdout == committed(), "idgen openapi: {stale}");
-    assert_eq!(document()["openapi"], "3.1.0");
-    // With sequences declared, the one difference: the sequence name is one of them.
-    let service = Service::start(
-        &new_lease_dir("openapi-declared"),
-        &["--sequences", "orders,invoices"],
+    assert!(
+        stdout == committed(),
+        "docs/openapi.json is not what idgen openapi prints: \
+         cargo run -- openapi > docs/openapi.json"
+    );
+    let document = document();
+    assert_eq!(document["openapi"], "3.1.0");
+    // Every part, at the default limits.
+    assert!(document["paths"]["/v1/generators/lease"].is_object());
+    assert_eq!(
+        document["components"]["schemas"]["Form"]["enum"],
+        serde_json::json!(["plain", "opaque"])
+    );
+    assert_eq!(
+        document["components"]["schemas"]["IdsRequest"]["properties"]["count"]["maximum"],
+        10_000
+    );
+}
+
+#[test]
+fn a_service_serves_the_whole_contract_shaped_to_what_it_has_on() {
+    let mut whole = document();
+    let decode_pattern = |document: &mut Value| -> String {
+        parameter(document, "/v1/ids/{id}/decode", "get", "id")["pattern"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let any_key = decode_pattern(&mut whole);
+    assert!(any_key.contains("o[1-9][0-9]{0,8}_"), "{any_key}");
+
+    // A default service: no lease API, no opaque IDs.
+    let mut served: Value = plain("openapi-default").get("/openapi.json").json();
+    let no_opaque = decode_pattern(&mut served);
+    let matches = |pattern: &str, text: &str| Regex::new(pattern).unwrap().is_match(text);
+    assert!(matches(&any_key, "o1_00000000001") && !matches(&no_opaque, "o1_00000000001"));
+    assert!(matches(&no_opaque, "385628494224322560"));
+    *parameter(&mut served, "/v1/ids/{id}/decode", "get", "id") =
+        parameter(&mut whole, "/v1/ids/{id}/decode", "get", "id").clone();
+    assert_eq!(served, without_lease_api_and_opaque_ids(whole.clone()));
+
+    // Every part on, a smaller batch, two sequences declared: the lease API is there, the
+    // counts' maximum is 500, the names are an enum, opaque IDs are of key 1 only.
+    let service = configured_with(
+        "openapi-configured",
+        &["--max-batch", "500", "--sequences", "orders,invoices"],
     );
     let mut served: Value = service.get("/openapi.json").json();
-    let parameters = served["paths"]["/v1/sequences/{name}/next"]["post"]["parameters"]
-        .as_array_mut()
-        .unwrap();
-    let name = parameters
-        .iter_mut()
-        .find(|parameter| parameter["name"] == "name")
-        .unwrap();
-    let names = name["schema"]
+    let key_one = decode_pattern(&mut served);
+    assert_eq!(key_one, any_key.replace("o[1-9][0-9]{0,8}_", "o(?:1)_"));
+    *parameter(&mut served, "/v1/ids/{id}/decode", "get", "id") =
+        parameter(&mut whole, "/v1/ids/{id}/decode", "get", "id").clone();
+    let names = parameter(&mut served, "/v1/sequences/{name}/next", "post", "name")
         .as_object_mut()
         .unwrap()
         .remove("enum")
         .unwrap();
     assert_eq!(names, serde_json::json!(["invoices", "orders"]));
-    assert_eq!(served, document());
+    assert_eq!(served, with_counts_up_to(whole, 500));
+    // What the document allows is taken: 500 IDs, opaque ones, and a count over it refused.
+    assert_eq!(service.get("/v1/ids?count=500").ids().len(), 500);
+    assert_eq!(service.get("/v1/ids?count=501").status, 400);
+    let opaque = service.get("/v1/ids?count=1&form=opaque").json();
+    let text = opaque["ids"][0].as_str().unwrap().to_string();
+    assert!(
+        matches(&key_one, &text) && !matches(&key_one, "o2_00000000001"),
+        "{text}"
+    );
+    assert_eq!(service.get(&format!("/v1/ids/{text}/decode")).status, 200);
 }
 
 /// Every operation the document names, as (method, path).
@@ -106,6 +183,7 @@ fn every_operation_in_the_document_is_routed_and_every_route_is_in_it() {
         ("GET", "/v1/ids"),
         ("POST", "/v1/ids"),
         ("GET", "/v1/ids/{id}/decode"),
+        ("GET", "/v1/bounds"),
         ("POST", "/v1/sequences/{name}/next"),
         ("GET", "/v1/layout"),
         ("GET", "/healthz"),
@@ -214,9 +292,11 @@ fn the_documented_query_parameters_and_values_are_the_ones_the_service_takes() {
         .iter()
         .map(|parameter| parameter["name"].as_str().unwrap().to_string())
         .collect();
+    // `n`, the alias of `count` older clients send, is read but not named: OpenAPI cannot
+    // say "one of two".
     assert_eq!(
         parameters,
-        ["count", "n", "kind", "form"].map(String::from).into()
+        ["count", "kind", "form"].map(String::from).into()
     );
     let service = configured("openapi-values");
     for parameter in ["count", "n"] {

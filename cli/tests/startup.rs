@@ -345,3 +345,70 @@ mod etcd {
         assert!(numbers[0]["markMs"].as_u64().unwrap() >= mark, "{numbers}");
     }
 }
+
+/// Layout flags whose last millisecond is `left_ms` from now: 31 bits of time (24.8 days).
+fn layout_ending_in(left_ms: u64) -> Vec<String> {
+    let now = common::unix_ms();
+    let epoch = now + left_ms - (1u64 << 31);
+    [
+        "--time-bits=31",
+        "--sequence-bits=22",
+        &format!("--epoch={epoch}"),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+#[test]
+fn a_layout_under_a_day_from_its_end_is_refused_and_one_under_the_threshold_warned_of() {
+    const DAY_MS: u64 = 86_400_000;
+    // Twelve hours left: refused before anything listens or any number is taken.
+    let dir = new_lease_dir("lifetime-refused");
+    let flags = layout_ending_in(DAY_MS / 2);
+    let mut args = vec!["serve", "--listen", "127.0.0.1:0", "--lease-dir"];
+    let dir_text = dir.display().to_string();
+    args.push(&dir_text);
+    args.extend(flags.iter().map(String::as_str));
+    let (status, stdout, stderr) = common::idgen(&args);
+    assert_eq!(status.code(), Some(2), "{stdout}{stderr}");
+    assert!(stderr.contains("under a day left"), "{stderr}");
+    assert!(!stdout.contains("listening"), "{stdout}");
+
+    // Ten days left: it starts, warning with the default threshold (a year); with a
+    // threshold of a week it says nothing.
+    let flags = layout_ending_in(10 * DAY_MS);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let service = listening(&new_lease_dir("lifetime-warned"), &flags);
+    let line = service.wait_for_log("under --lifetime-warning 365.0 days");
+    assert!(
+        line.contains("WARN") && line.contains("in 10.0 days"),
+        "{line}"
+    );
+    let mut quiet = flags.clone();
+    quiet.extend(["--lifetime-warning", "7d"]);
+    let mut service_quiet = listening(&new_lease_dir("lifetime-quiet"), &quiet);
+    service_quiet.wait_until_serving();
+    assert!(
+        !service_quiet.log().contains("--lifetime-warning"),
+        "{}",
+        service_quiet.log()
+    );
+
+    // `idgen layout` says when a layout ends.
+    let (status, stdout, _) = common::idgen(&["layout"]);
+    assert!(status.success());
+    assert!(stdout.contains("ends: in 6"), "{stdout}");
+    let mut past = vec![
+        "layout".to_string(),
+        "--time-bits=31".into(),
+        "--sequence-bits=22".into(),
+    ];
+    past.push(format!(
+        "--epoch={}",
+        common::unix_ms() - (1u64 << 31) - 3 * DAY_MS
+    ));
+    let past: Vec<&str> = past.iter().map(String::as_str).collect();
+    let (status, stdout, _) = common::idgen(&past);
+    assert!(status.success());
+    assert!(stdout.contains("ends: ended 3.0 days ago"), "{stdout}");
+}

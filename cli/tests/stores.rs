@@ -4,6 +4,15 @@
 
 mod common;
 
+/// A namespace no other test (or earlier run) uses.
+fn namespace(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("/idgen-cli-test/{test}-{}-{nanos}", std::process::id())
+}
+
 #[cfg(feature = "etcd")]
 #[path = "stores/etcd_first_run.rs"]
 mod etcd_first_run;

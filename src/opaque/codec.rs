@@ -49,6 +49,11 @@ impl Codec {
         self.encoder_id
     }
 
+    /// The numbers of every key it decodes with, the encoding key's first.
+    pub fn key_ids(&self) -> Vec<u32> {
+        self.decoders.iter().map(|(id, _)| *id).collect()
+    }
+
     /// The opaque form of `id`, under the first key.
     pub fn encode(&self, id: Id) -> OpaqueId {
         let value = walk(id.as_u64(), DOMAIN_END, |x| encrypt(&self.encoder, x));

@@ -7,7 +7,22 @@
 //!   64 KiB and in a forked child.
 //! - `uuid7.rs`, `ulid.rs`: each kind's value, its text form and its generator.
 //!
-//! It may use the engine, the clocks, `crate::error` and `crate::fork_check`.
+//! It may use the engine, the clocks, `crate::error`, `crate::bounds` and `crate::fork_check`.
+
+use crate::error::Error;
+
+/// The last Unix millisecond the 48 bits of a UUIDv7's or ULID's time hold.
+const LAST_UNIX_MS: u64 = (1 << 48) - 1;
+
+/// `unix_ms`, if the 48 bits of a UUIDv7's or ULID's time hold it.
+fn check_unix_ms(unix_ms: u64) -> Result<u64, Error> {
+    if unix_ms > LAST_UNIX_MS {
+        return Err(Error::TimeExhausted {
+            last_unix_ms: LAST_UNIX_MS,
+        });
+    }
+    Ok(unix_ms)
+}
 
 mod counted;
 mod random;

@@ -5,7 +5,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::counted::{COUNTER_BITS, CountedGenerator, CountedId, sealed};
+use super::{LAST_UNIX_MS, check_unix_ms};
 use crate::DefaultClock;
+use crate::bounds::{IdSpan, span_of};
 use crate::clock::Clock;
 use crate::error::Error;
 
@@ -129,6 +131,48 @@ impl Ulid {
         let counter = (counter & ((1 << COUNTER_BITS) - 1)) as u128;
         let random = (random & ((1 << RANDOM_BITS) - 1)) as u128;
         Ulid(unix_ms << 80 | counter << RANDOM_BITS | random)
+    }
+
+    /// The smallest ULID of the Unix millisecond `unix_ms`: the 80 bits after the time
+    /// zero. For range queries: see [`Ulid::span`].
+    ///
+    /// ```
+    /// use idgen::Ulid;
+    /// assert_eq!(Ulid::first_at(1_469_922_850_259)?.to_string(), "01ARZ3NDEK0000000000000000");
+    /// # Ok::<(), idgen::Error>(())
+    /// ```
+    pub fn first_at(unix_ms: u64) -> Result<Ulid, Error> {
+        let unix_ms = check_unix_ms(unix_ms)?;
+        Ok(Ulid((unix_ms as u128) << 80))
+    }
+
+    /// The largest ULID of the Unix millisecond `unix_ms`: the 80 bits after the time set.
+    ///
+    /// ```
+    /// use idgen::Ulid;
+    /// assert_eq!(Ulid::last_at(1_469_922_850_259)?.to_string(), "01ARZ3NDEKZZZZZZZZZZZZZZZZ");
+    /// # Ok::<(), idgen::Error>(())
+    /// ```
+    pub fn last_at(unix_ms: u64) -> Result<Ulid, Error> {
+        let unix_ms = check_unix_ms(unix_ms)?;
+        Ok(Ulid((unix_ms as u128) << 80 | ((1 << 80) - 1)))
+    }
+
+    /// The ULIDs made in `[from_unix_ms, to_unix_ms)` by their embedded time (see
+    /// [`crate::bounds`]): for `WHERE id >= start AND id < end` on the text form (its order
+    /// is the value's) or on the 16 bytes. A span past the last millisecond 48 bits hold
+    /// (in the year 10889) has no end.
+    /// A span that holds no millisecond (`to` not after `from`, or `from` past the last) is
+    /// empty.
+    pub fn span(from_unix_ms: u64, to_unix_ms: u64) -> IdSpan<Ulid> {
+        span_of(
+            from_unix_ms,
+            to_unix_ms,
+            0,
+            LAST_UNIX_MS,
+            |unix_ms| Ulid((unix_ms as u128) << 80),
+            Ulid::MAX,
+        )
     }
 
     /// The ULID with these 128 bits.

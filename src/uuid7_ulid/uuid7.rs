@@ -5,7 +5,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::counted::{COUNTER_BITS, CountedGenerator, CountedId, sealed};
+use super::{LAST_UNIX_MS, check_unix_ms};
 use crate::DefaultClock;
+use crate::bounds::{IdSpan, span_of};
 use crate::clock::Clock;
 use crate::error::Error;
 
@@ -135,6 +137,64 @@ impl Uuid7 {
             | (counter & ((1 << (COUNTER_BITS - 12)) - 1)) << RANDOM_BITS
             | random & ((1 << RANDOM_BITS) - 1);
         Uuid7(((high as u128) << 64 | low as u128).to_be_bytes())
+    }
+
+    /// The smallest version 7 UUID of the Unix millisecond `unix_ms`: every bit after the
+    /// time zero but the version and variant. For range queries: see [`Uuid7::span`].
+    ///
+    /// ```
+    /// use idgen::Uuid7;
+    /// let first = Uuid7::first_at(0x017F_22E2_79B0)?;
+    /// assert_eq!(first.to_string(), "017f22e2-79b0-7000-8000-000000000000");
+    /// # Ok::<(), idgen::Error>(())
+    /// ```
+    pub fn first_at(unix_ms: u64) -> Result<Uuid7, Error> {
+        let unix_ms = check_unix_ms(unix_ms)?;
+        Ok(Uuid7::with_filler(unix_ms, 0))
+    }
+
+    /// The largest version 7 UUID of the Unix millisecond `unix_ms`: every bit after the
+    /// time set but the version and variant.
+    ///
+    /// ```
+    /// use idgen::Uuid7;
+    /// let last = Uuid7::last_at(0x017F_22E2_79B0)?;
+    /// assert_eq!(last.to_string(), "017f22e2-79b0-7fff-bfff-ffffffffffff");
+    /// # Ok::<(), idgen::Error>(())
+    /// ```
+    pub fn last_at(unix_ms: u64) -> Result<Uuid7, Error> {
+        let unix_ms = check_unix_ms(unix_ms)?;
+        Ok(Uuid7::with_filler(unix_ms, u128::MAX))
+    }
+
+    /// The version 7 UUIDs made in `[from_unix_ms, to_unix_ms)` by their embedded time (see
+    /// [`crate::bounds`]): for `WHERE id >= start AND id < end` on a `uuid` column, whose
+    /// order is the bytes' order. A span past the last millisecond 48 bits hold (in the
+    /// year 10889) has no end.
+    /// A span that holds no millisecond (`to` not after `from`, or `from` past the last) is
+    /// empty.
+    pub fn span(from_unix_ms: u64, to_unix_ms: u64) -> IdSpan<Uuid7> {
+        span_of(
+            from_unix_ms,
+            to_unix_ms,
+            0,
+            LAST_UNIX_MS,
+            |unix_ms| Uuid7::with_filler(unix_ms, 0),
+            Uuid7::with_filler(LAST_UNIX_MS, u128::MAX),
+        )
+    }
+
+    /// The UUID of `unix_ms` (in range) with `filler`'s bits below the time, the version
+    /// and variant in place.
+    const fn with_filler(unix_ms: u64, filler: u128) -> Uuid7 {
+        const VERSION: u128 = 0xF << 76;
+        const VARIANT: u128 = 0b11 << 62;
+        const BELOW_TIME: u128 = (1 << 80) - 1;
+        let bits = (unix_ms as u128) << 80
+            | (filler & BELOW_TIME & !VERSION & !VARIANT)
+            | 0x7 << 76
+            | 0b10 << 62;
+        Uuid7(bits.to_be_bytes())
     }
 
     /// The UUID with these bytes, if they carry version 7 and the RFC 9562 variant.

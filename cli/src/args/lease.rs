@@ -109,7 +109,7 @@ impl RangeArgs {
     }
 }
 
-/// `500ms`, `3s`, `5m`, `1h`: a whole number and a unit.
+/// `500ms`, `3s`, `5m`, `1h`, `365d`: a whole number and a unit.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -129,7 +129,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
-        _ => return Err(format!("{text:?}: the unit must be ms, s, m or h")),
+        "d" => 86_400_000,
+        _ => return Err(format!("{text:?}: the unit must be ms, s, m, h or d")),
     };
     number
         .checked_mul(unit_ms)

@@ -2,10 +2,12 @@
 //! lines or JSON.
 
 use clap::Args;
+use idgen::{Clock, SystemClock};
 
 use crate::api::LayoutInfo;
 use crate::args::layout::LayoutArgs;
 use crate::failure::Failure;
+use crate::lifetime;
 use crate::output::json_text;
 use crate::time;
 
@@ -37,6 +39,10 @@ impl LayoutCommand {
             "lifetime: {:.1} years, until {}",
             layout.lifetime_years(),
             time::rfc3339_ms(layout.last_unix_ms())
+        );
+        println!(
+            "ends: {}",
+            lifetime::relative(&layout, SystemClock.now_unix_ms())
         );
         println!(
             "nodes: {} ({} datacenters x {} workers)",

@@ -1,6 +1,7 @@
 //! The `idgen` subcommands, one module each: what each one's flags are and what it does.
 //! The flag groups several of them share are in `args`.
 
+pub mod bounds;
 pub mod decode;
 pub mod layout;
 pub mod leases;
@@ -9,3 +10,4 @@ pub mod opaque;
 pub mod openapi;
 pub mod seq;
 pub mod serve;
+pub mod sql;

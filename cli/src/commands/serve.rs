@@ -6,16 +6,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use idgen::{Clock, SystemClock};
 
 use crate::args::blocks::BlockArgs;
 use crate::args::layout::LayoutArgs;
 use crate::args::lease::{LeaseArgs, acquire_failure, parse_duration};
 use crate::args::sequences::DeclaredArgs;
 use crate::failure::Failure;
-use crate::http::document_text_naming;
+use crate::http::document_text_shaped;
+use crate::http::ids::DEFAULT_MAX_BATCH;
 use crate::http::lease_api::read_token;
+use crate::http::openapi::Shape;
 use crate::http::sequences::Sequences;
 use crate::kinds::CountedGenerators;
+use crate::lifetime;
 use crate::log::{LogFormat, SERVICE_TARGET};
 use crate::opaque::{KEY_FILE_VARIABLE, load_codec};
 use crate::serve::{self, Plan};
@@ -29,7 +33,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080", env = "IDGEN_LISTEN")]
     listen: SocketAddr,
     /// The largest `count` one request may ask for.
-    #[arg(long, default_value_t = 10_000, env = "IDGEN_MAX_BATCH")]
+    #[arg(long, default_value_t = DEFAULT_MAX_BATCH, env = "IDGEN_MAX_BATCH")]
     max_batch: usize,
     /// After SIGINT or SIGTERM, how many seconds open requests get to finish before the
     /// service stops anyway (a second signal stops it at once). The worker number is then
@@ -65,6 +69,12 @@ pub struct ServeArgs {
     /// plus the outage horizon plus one second; 0s: exit at once).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, env = "IDGEN_WAIT_FOR_NUMBER")]
     wait_for_number: Option<Duration>,
+    /// Warn at start when the layout has less than this left before its last millisecond,
+    /// after which no Snowflake ID can be made (under a day, the service refuses to start).
+    /// `/metrics` exports the time left as `idgen_layout_seconds_left`.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "365d",
+        env = "IDGEN_LIFETIME_WARNING")]
+    lifetime_warning: Duration,
     #[command(flatten)]
     blocks: BlockArgs,
     #[command(flatten)]
@@ -98,6 +108,11 @@ impl ServeArgs {
             return Err(Failure::input("--max-batch must be at least 1"));
         }
         let layout = self.layout.layout()?;
+        match lifetime::verdict(&layout, SystemClock.now_unix_ms(), self.lifetime_warning) {
+            lifetime::Verdict::Ample => {}
+            lifetime::Verdict::Warn(text) => tracing::warn!(target: SERVICE_TARGET, "{text}"),
+            lifetime::Verdict::Refuse(text) => return Err(Failure::input(text)),
+        }
         let token = self
             .lease_api_token_file
             .as_deref()
@@ -127,8 +142,14 @@ impl ServeArgs {
                 self.max_sequences
             )));
         }
-        // The document served names the declared sequences.
-        let document = document_text_naming(declared.enumerated().as_deref());
+        // The document served says what this service has on, and its limits.
+        let key_ids = opaque.as_ref().map(|codec| codec.key_ids());
+        let document = document_text_shaped(&Shape {
+            max_batch: self.max_batch,
+            sequences: declared.enumerated().as_deref(),
+            lease_api: token.is_some(),
+            opaque: key_ids.as_deref().map(Some),
+        });
         // Connecting to PostgreSQL blocks: before the runtime, like the lease. A store named by
         // a flag must open; the default directory may fail (no HOME, a read-only disk) without
         // stopping the IDs: sequence requests then get a 503 saying why.

@@ -21,6 +21,9 @@ use crate::http::state::Service;
 use crate::kinds::{KINDS, Kind, as_text};
 use crate::opaque::Form;
 
+/// `--max-batch` unless given: the largest count one request may ask for.
+pub const DEFAULT_MAX_BATCH: usize = 10_000;
+
 /// Batches up to this size, and up to a quarter of one millisecond's sequence, are made on
 /// the request's own task; larger ones may wait for later milliseconds, so they go to a
 /// blocking thread instead of holding up an async worker.

@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use idgen::lease::{LeaseState, LeasedGenerator};
+use idgen::{Clock, SystemClock};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -191,6 +192,13 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
         "Milliseconds left before the mark (0: past it)",
         Labels::new(),
         lease.map_or(0, |lease| lease.valid_for_ms.max(0) as u64),
+    );
+    gauge(
+        "idgen_layout_seconds_left",
+        "Seconds until the layout's last millisecond, after which no Snowflake ID can be \
+         made (0: past it)",
+        Labels::new(),
+        crate::lifetime::left_ms(&service.layout, SystemClock.now_unix_ms()) / 1_000,
     );
     gauge(
         "idgen_lease_api_leases",

@@ -1,8 +1,9 @@
 //! The HTTP service: JSON in and out, every ID as a string (Snowflake IDs in decimal). A
-//! module per resource (`ids`, `health_and_layout`, `sequences`, `lease_api`, `metrics`,
+//! module per resource (`ids`, `bounds`, `health_and_layout`, `sequences`, `lease_api`, `metrics`,
 //! `openapi`), what they share in `plumbing` and `state`; here, the router and the OpenAPI
 //! document, both made from the same route lists. `serve` runs it.
 
+pub mod bounds;
 pub mod health_and_layout;
 pub mod ids;
 pub mod lease_api;
@@ -26,13 +27,14 @@ use state::Service;
 fn service_routes() -> OpenApiRouter<Arc<Service>> {
     OpenApiRouter::new()
         .merge(ids::routes())
+        .merge(bounds::routes())
         .merge(health_and_layout::routes())
         .merge(metrics::routes())
         .merge(openapi::routes())
 }
 
-/// The OpenAPI document: every endpoint, whatever the flags (an endpoint a flag turns on
-/// says what it answers without it), from the same route lists the router is built of.
+/// The OpenAPI document of every endpoint, from the same route lists the router is built
+/// of; `openapi::written` shapes it to what a service has on.
 fn document() -> utoipa::openapi::OpenApi {
     openapi::framed([
         service_routes().into_openapi(),
@@ -41,16 +43,15 @@ fn document() -> utoipa::openapi::OpenApi {
     ])
 }
 
-/// The document as committed (`docs/openapi.json`) and served when no sequence is
-/// declared: pretty, with a final newline.
+/// The document with every part on (`idgen openapi`, committed as `docs/openapi.json`):
+/// pretty, with a final newline.
 pub fn document_text() -> String {
-    document_text_naming(None)
+    document_text_shaped(&openapi::Shape::EVERY_PART)
 }
 
-/// The document, the sequence path's `name` limited to `sequences` when given (the
-/// declared ones).
-pub fn document_text_naming(sequences: Option<&[&str]>) -> String {
-    openapi::written(document(), sequences)
+/// The document of a service shaped as `shape` says: what it serves.
+pub fn document_text_shaped(shape: &openapi::Shape<'_>) -> String {
+    openapi::written(document(), shape)
 }
 
 /// The service's router: every route on its state, the fallbacks, the body limit, and

@@ -13,6 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::http::state::Service;
+use crate::patterns;
 
 /// The route of this module, and what the document says of it.
 pub fn routes() -> OpenApiRouter<Arc<Service>> {
@@ -24,9 +25,9 @@ pub fn routes() -> OpenApiRouter<Arc<Service>> {
     get,
     path = "/openapi.json",
     tag = "operations",
-    responses((status = 200, description = "The OpenAPI 3.1 document of this service, the \
-        same whatever its flags but one: with sequences declared, the sequence name is one \
-        of them (an enum)", body = Object, content_type = "application/json"))
+    responses((status = 200, description = "The OpenAPI 3.1 document of this service as it \
+        runs: its largest count (`--max-batch`), its declared sequences, the lease API and \
+        opaque IDs only when they are on", body = Object, content_type = "application/json"))
 )]
 async fn openapi(State(service): State<Arc<Service>>) -> Response {
     (
@@ -47,13 +48,56 @@ pub fn framed(
     document
 }
 
-/// `document` as text, the sequence path's `name` limited to `sequences` when given (the
-/// declared ones): pretty, with a final newline.
-pub fn written(document: utoipa::openapi::OpenApi, sequences: Option<&[&str]>) -> String {
+/// What a service has on, which the document it serves says: a client (or a contract
+/// checker) keeping to it is never refused for what it sends.
+pub struct Shape<'a> {
+    /// The largest count one request may ask for.
+    pub max_batch: usize,
+    /// The declared sequences, when the names served are only those.
+    pub sequences: Option<&'a [&'a str]>,
+    /// Whether the lease API is on.
+    pub lease_api: bool,
+    /// Opaque IDs: off (`None`), with these key numbers, or (`Some(None)`) any.
+    pub opaque: Option<Option<&'a [u32]>>,
+}
+
+impl Shape<'static> {
+    /// Every part on, at the default limits: the whole contract, for generating a client
+    /// (`idgen openapi`, `docs/openapi.json`).
+    pub const EVERY_PART: Shape<'static> = Shape {
+        max_batch: crate::http::ids::DEFAULT_MAX_BATCH,
+        sequences: None,
+        lease_api: true,
+        opaque: Some(None),
+    };
+}
+
+/// `document` as text, shaped to `shape`: pretty, with a final newline.
+pub fn written(document: utoipa::openapi::OpenApi, shape: &Shape<'_>) -> String {
     let written = serde_json::to_value(document).and_then(|mut document| {
         optional_bodies_not_null(&mut document);
-        if let Some(sequences) = sequences {
+        if let Some(sequences) = shape.sequences {
             name_sequences(&mut document, sequences);
+        }
+        limit_counts(&mut document, shape.max_batch);
+        let decodable = patterns::decodable_id(shape.opaque);
+        for parameter in parameters(&mut document, "/v1/ids/{id}/decode", "get") {
+            if parameter["name"] == "id" {
+                parameter["schema"]["pattern"] = serde_json::json!(decodable);
+            }
+        }
+        for parameter in parameters(&mut document, "/v1/bounds", "get") {
+            if parameter["name"] == "from" || parameter["name"] == "to" {
+                parameter["schema"]["pattern"] = serde_json::json!(patterns::instant());
+            }
+        }
+        document["components"]["schemas"]["LeaseRequest"]["properties"]["holder"]["pattern"] =
+            serde_json::json!(patterns::HOLDER);
+        if shape.opaque.is_none() {
+            document["components"]["schemas"]["Form"]["enum"] = serde_json::json!(["plain"]);
+        }
+        if !shape.lease_api {
+            without_lease_api(&mut document);
         }
         serde_json::to_string_pretty(&document)
     });
@@ -136,14 +180,58 @@ fn optional_bodies_not_null(document: &mut serde_json::Value) {
     }
 }
 
+/// The parameters of the operation `method` on `path`.
+fn parameters<'d>(
+    document: &'d mut serde_json::Value,
+    path: &str,
+    method: &str,
+) -> impl Iterator<Item = &'d mut serde_json::Value> {
+    document["paths"][path][method]["parameters"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+}
+
 /// Limits the sequence path's `name` to `sequences` (an enum beside its pattern), so that a
 /// generated client and a contract checker see the rule the service applies.
 fn name_sequences(document: &mut serde_json::Value, sequences: &[&str]) {
-    let parameters = document["paths"]["/v1/sequences/{name}/next"]["post"]["parameters"]
-        .as_array_mut()
-        .into_iter()
-        .flatten();
-    for parameter in parameters.filter(|parameter| parameter["name"] == "name") {
-        parameter["schema"]["enum"] = serde_json::json!(sequences);
+    for parameter in parameters(document, "/v1/sequences/{name}/next", "post") {
+        if parameter["name"] == "name" {
+            parameter["schema"]["enum"] = serde_json::json!(sequences);
+        }
+    }
+}
+
+/// Every count's largest value: `max_batch`.
+fn limit_counts(document: &mut serde_json::Value, max_batch: usize) {
+    for parameter in parameters(document, "/v1/ids", "get") {
+        if parameter["name"] == "count" {
+            parameter["schema"]["maximum"] = serde_json::json!(max_batch);
+        }
+    }
+    for body in ["IdsRequest", "SequenceRequest"] {
+        document["components"]["schemas"][body]["properties"]["count"]["maximum"] =
+            serde_json::json!(max_batch);
+    }
+}
+
+/// The document without the lease API: its paths, tag, token scheme and bodies.
+fn without_lease_api(document: &mut serde_json::Value) {
+    if let Some(paths) = document["paths"].as_object_mut() {
+        paths.retain(|path, _| !path.starts_with("/v1/generators"));
+    }
+    if let Some(tags) = document["tags"].as_array_mut() {
+        tags.retain(|tag| tag["name"] != "lease API");
+    }
+    if let Some(components) = document["components"].as_object_mut() {
+        components.remove("securitySchemes");
+        if let Some(schemas) = components
+            .get_mut("schemas")
+            .and_then(|schemas| schemas.as_object_mut())
+        {
+            for body in ["LeaseRequest", "ReleaseRequest", "LeaseTerms"] {
+                schemas.remove(body);
+            }
+        }
     }
 }

@@ -3,18 +3,10 @@
 //! takes a number and serves IDs at once. A namespace not declared new is taken to be
 //! wiped: its marks are an outage horizon ahead.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use crate::common::{Service, etcd_endpoints as endpoints, idgen, unix_ms};
-
-/// A namespace no other test (or earlier run) uses.
-fn namespace(test: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("/idgen-test/{test}-{}-{nanos}", std::process::id())
-}
+use crate::namespace;
 
 /// The manual's commands for a new namespace, from the bullet that names that path, each
 /// split into words (without the leading `idgen`), with `URL` and `NS` filled in.

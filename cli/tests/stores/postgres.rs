@@ -2,22 +2,13 @@
 //! API, all on PostgreSQL (the server `.ci/test` starts), each test under a namespace of
 //! its own; and a second process with another layout refused.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use crate::common::{Service, idgen, temp_dir};
+use crate::namespace;
 
 fn postgres_url() -> String {
     std::env::var("IDGEN_POSTGRES_URL").expect(
         "IDGEN_POSTGRES_URL is not set: run the tests through .ci/test, which starts PostgreSQL",
     )
-}
-
-fn namespace(test: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("/idgen-cli-test/{test}-{}-{nanos}", std::process::id())
 }
 
 #[test]
