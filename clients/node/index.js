@@ -1,0 +1,366 @@
+// idgen for Node.js 18 and later, no dependency: IDs from an `idgen serve` over HTTP
+// (`Client`), and Snowflake IDs made in this process on a worker number leased through the
+// service's lease API (`LeasedGenerator`), which stops before the lease could pass on.
+//
+// Clock rules of the leased generator (the same as the crate's, see README.md):
+// - Deadlines are kept on the monotonic clock (`performance.now()`): a request's send time
+//   plus (`validUntilMs` - `serverNowMs`) for the end of the term, plus (`resumeAfterMs` -
+//   `serverNowMs`) for its start. A wall clock that is stepped or skewed moves neither.
+// - The wall clock (`Date.now()`) only dates IDs. IDs are dated after `resumeAfterMs` (the
+//   previous holder's mark) and before `validUntilMs` (this holder's own mark): a clock
+//   behind the previous mark by more than the tolerance refuses; a clock ahead reaches the
+//   mark sooner and stops sooner.
+// - A clock that steps back by up to `clockBackToleranceMs` (10) is ridden out on the last
+//   millisecond's sequence; further back, calls refuse until it has caught up.
+
+import { performance } from 'node:perf_hooks';
+
+/** Any refusal of the service or of the generator. */
+export class IdgenError extends Error {
+  constructor(message, { status, code } = {}) {
+    super(message);
+    this.name = 'IdgenError';
+    /** The HTTP status, for an answer of the service. */
+    this.status = status;
+    /** What kind of refusal: `http`, `expired`, `lost`, `not-yet`, `clock-behind`, `closed`. */
+    this.code = code ?? 'http';
+  }
+}
+
+const KINDS = new Set(['snowflake', 'uuidv7', 'ulid']);
+
+/** Parses `Retry-After` (whole seconds) into milliseconds, or undefined. */
+function retryAfterMs(response) {
+  const value = response.headers.get('retry-after');
+  if (value === null || !/^[0-9]{1,6}$/.test(value)) return undefined;
+  return Number(value) * 1000;
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** An `idgen serve` over HTTP. */
+export class Client {
+  #base;
+  #headers;
+  #retries;
+  #backoffMs;
+  #maxWaitMs;
+
+  /**
+   * @param {string} url the service, as `http://host:port`
+   * @param {{token?: string, retries?: number, backoffMs?: number, maxWaitMs?: number}} [options]
+   *   `token`: the lease API's bearer token (only the lease API needs it); `retries`: how
+   *   many times a 503 or a failed connection is tried again (default 4); `backoffMs`: the
+   *   first wait, doubled each time (default 100); `maxWaitMs`: the longest single wait,
+   *   `Retry-After` included (default 5000).
+   */
+  constructor(url, { token, retries = 4, backoffMs = 100, maxWaitMs = 5000 } = {}) {
+    const base = new URL(url);
+    if (base.protocol !== 'http:' && base.protocol !== 'https:') {
+      throw new TypeError(`idgen: ${url} is not an http(s) URL`);
+    }
+    this.#base = base.href.replace(/\/+$/, '');
+    this.#headers = { accept: 'application/json' };
+    if (token !== undefined) this.#headers.authorization = `Bearer ${String(token).trim()}`;
+    this.#retries = retries;
+    this.#backoffMs = backoffMs;
+    this.#maxWaitMs = maxWaitMs;
+  }
+
+  /**
+   * A request, tried again on 503 (waiting `Retry-After` when given) and on a failed
+   * connection, at most `retries` more times. Resolves to the response of any other status.
+   * @returns {Promise<Response>}
+   */
+  async request(method, path, body) {
+    const init = { method, headers: { ...this.#headers } };
+    if (body !== undefined) {
+      init.headers['content-type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let wait = this.#backoffMs;
+    for (let attempt = 0; ; attempt += 1) {
+      let response;
+      try {
+        response = await fetch(`${this.#base}${path}`, init);
+      } catch (error) {
+        if (attempt >= this.#retries) throw new IdgenError(`idgen: ${method} ${path}: ${error.message}`);
+      }
+      if (response !== undefined && (response.status !== 503 || attempt >= this.#retries)) {
+        return response;
+      }
+      const asked = response === undefined ? undefined : retryAfterMs(response);
+      if (response !== undefined) await response.arrayBuffer();
+      await sleep(Math.min(asked ?? wait, this.#maxWaitMs));
+      wait *= 2;
+    }
+  }
+
+  /** The JSON answer of a request, or an IdgenError with the service's reason. */
+  async #json(method, path, body) {
+    const response = await this.request(method, path, body);
+    const text = await response.text();
+    let parsed;
+    try {
+      parsed = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    if (!response.ok) {
+      const reason = parsed?.error ?? text;
+      throw new IdgenError(`idgen: ${method} ${path}: ${response.status} ${reason}`, {
+        status: response.status,
+      });
+    }
+    return parsed;
+  }
+
+  /**
+   * `count` IDs of `kind`, increasing: Snowflake IDs as `bigint`, UUIDv7s and ULIDs as
+   * strings.
+   * @returns {Promise<bigint[] | string[]>}
+   */
+  async ids(count, kind = 'snowflake') {
+    if (!Number.isSafeInteger(count) || count < 1) {
+      throw new RangeError(`idgen: count must be a whole number from 1; got ${count}`);
+    }
+    if (!KINDS.has(kind)) throw new RangeError(`idgen: kind must be snowflake, uuidv7 or ulid; got ${kind}`);
+    const { ids } = await this.#json('POST', '/v1/ids', { count, kind });
+    return kind === 'snowflake' ? ids.map((id) => BigInt(id)) : ids;
+  }
+
+  /** What an ID says: kind, creation time and, for a Snowflake ID, its node and sequence. */
+  async decode(id) {
+    return this.#json('GET', `/v1/ids/${encodeURIComponent(String(id))}/decode`);
+  }
+
+  /** The layout the service's Snowflake IDs follow. */
+  async layout() {
+    return this.#json('GET', '/v1/layout');
+  }
+}
+
+/** Snowflake IDs made in this process on a worker number the service leases to it. */
+export class LeasedGenerator {
+  #client;
+  #terms;
+  #epochMs;
+  #timeShift;
+  #node;
+  #maxSequence;
+  #toleranceMs;
+  // The term: monotonic instants, and this holder's own mark as a date.
+  #resumeMono;
+  #deadlineMono;
+  #markMs;
+  // The last ID: its millisecond (its date) and sequence; its time field as a bigint.
+  #lastMs;
+  #sequence;
+  #base;
+  #state = 'valid';
+  #timer;
+  #signals = [];
+  /** Renewals confirmed, and failed (the terms kept). */
+  renewals = 0;
+  failedRenewals = 0;
+
+  constructor(client, terms, sentMono, { clockBackToleranceMs = 10 } = {}) {
+    const { layout } = terms;
+    const widths = [layout.timeBits, layout.datacenterBits, layout.workerBits, layout.sequenceBits];
+    if (widths.some((bits) => !Number.isInteger(bits) || bits < 0) || widths.reduce((a, b) => a + b) !== 63) {
+      throw new IdgenError(`idgen: the lease names an impossible layout ${JSON.stringify(layout)}`);
+    }
+    this.#client = client;
+    this.#terms = terms;
+    this.#epochMs = Date.parse(layout.epoch);
+    if (!Number.isSafeInteger(this.#epochMs)) throw new IdgenError(`idgen: bad epoch ${layout.epoch}`);
+    const sequenceBits = layout.sequenceBits;
+    this.#timeShift = BigInt(layout.datacenterBits + layout.workerBits + sequenceBits);
+    this.#node =
+      (BigInt(terms.datacenter) << BigInt(layout.workerBits + sequenceBits)) |
+      (BigInt(terms.worker) << BigInt(sequenceBits));
+    this.#maxSequence = 2 ** sequenceBits - 1;
+    this.#toleranceMs = clockBackToleranceMs;
+    this.#resumeMono = sentMono + (terms.resumeAfterMs - terms.serverNowMs);
+    this.#deadlineMono = sentMono + (terms.validUntilMs - terms.serverNowMs);
+    this.#markMs = terms.validUntilMs;
+    // The first ID is dated after the previous holder's mark.
+    this.#lastMs = terms.resumeAfterMs;
+    this.#sequence = this.#maxSequence;
+    this.#base = this.#timeField(this.#lastMs);
+  }
+
+  /**
+   * Leases a worker number from the service at `url` and starts renewing it.
+   * @param {string} url
+   * @param {{token: string, holder?: string, handleSignals?: boolean, clockBackToleranceMs?: number}} options
+   *   `holder`: a name for operators (default `node pid N`); `handleSignals`: release the
+   *   number on SIGTERM and SIGINT, then end as the signal would (default true).
+   */
+  static async lease(url, { token, holder, handleSignals = true, clockBackToleranceMs = 10, ...rest } = {}) {
+    const client = new Client(url, { token, ...rest });
+    const sentMono = performance.now();
+    const response = await client.request('POST', '/v1/generators/lease', {
+      holder: holder ?? `node pid ${process.pid}`,
+    });
+    const text = await response.text();
+    if (response.status !== 200) {
+      let reason = text;
+      try {
+        reason = JSON.parse(text).error ?? text;
+      } catch {}
+      throw new IdgenError(`idgen: lease: ${response.status} ${reason}`, { status: response.status });
+    }
+    const generator = new LeasedGenerator(client, JSON.parse(text), sentMono, { clockBackToleranceMs });
+    generator.#scheduleRenewal();
+    if (handleSignals) generator.#handleSignals();
+    return generator;
+  }
+
+  /** The terms the service gave (and the latest `validUntilMs`). */
+  get terms() {
+    return { ...this.#terms, validUntilMs: this.#markMs };
+  }
+
+  get worker() {
+    return this.#terms.worker;
+  }
+
+  get datacenter() {
+    return this.#terms.datacenter;
+  }
+
+  /** `valid`, `lost` (the service said so: 410), `closed`, or `expired` (past the deadline). */
+  get state() {
+    if (this.#state === 'valid' && performance.now() >= this.#deadlineMono) return 'expired';
+    return this.#state;
+  }
+
+  #timeField(ms) {
+    return (BigInt(ms - this.#epochMs) << this.#timeShift) | this.#node;
+  }
+
+  /**
+   * The next ID, above every one this generator made. Throws an IdgenError (code
+   * `expired`, `lost`, `closed`, `not-yet` or `clock-behind`) instead of an ID it cannot
+   * vouch for.
+   * @returns {bigint}
+   */
+  nextId() {
+    if (this.#state !== 'valid') {
+      throw new IdgenError(`idgen: the lease is ${this.#state}`, { code: this.#state });
+    }
+    const mono = performance.now();
+    if (mono >= this.#deadlineMono) {
+      throw new IdgenError('idgen: the lease ran out: no renewal reached the service in time', {
+        code: 'expired',
+      });
+    }
+    if (mono < this.#resumeMono) {
+      throw new IdgenError(
+        `idgen: the previous holder's term ends in ${Math.ceil(this.#resumeMono - mono)} ms`,
+        { code: 'not-yet' },
+      );
+    }
+    let now = Date.now();
+    if (now > this.#lastMs) {
+      if (now >= this.#markMs) return this.#pastMark();
+      this.#lastMs = now;
+      this.#sequence = 0;
+      this.#base = this.#timeField(now);
+    } else if (this.#lastMs - now > this.#toleranceMs) {
+      throw new IdgenError(
+        `idgen: the clock is ${this.#lastMs - now} ms behind the last ID's millisecond`,
+        { code: 'clock-behind' },
+      );
+    } else if (this.#sequence < this.#maxSequence) {
+      this.#sequence += 1;
+    } else {
+      // This millisecond is used up: wait for the next (at most the tolerance and a ms).
+      while (now <= this.#lastMs) now = Date.now();
+      if (now >= this.#markMs) return this.#pastMark();
+      this.#lastMs = now;
+      this.#sequence = 0;
+      this.#base = this.#timeField(now);
+    }
+    return this.#base | BigInt(this.#sequence);
+  }
+
+  #pastMark() {
+    throw new IdgenError('idgen: the wall clock reached the lease\'s mark before a renewal moved it', {
+      code: 'expired',
+    });
+  }
+
+  /** `count` IDs, increasing (see `nextId`). */
+  nextIds(count) {
+    const ids = new Array(count);
+    for (let i = 0; i < count; i += 1) ids[i] = this.nextId();
+    return ids;
+  }
+
+  #scheduleRenewal() {
+    this.#timer = setTimeout(() => this.#renew(), this.#terms.renewEveryMs);
+    // A program that ends without close() is not kept alive: its lease runs out.
+    this.#timer.unref();
+  }
+
+  async #renew() {
+    if (this.#state !== 'valid') return;
+    const sentMono = performance.now();
+    let response;
+    try {
+      response = await this.#client.request('POST', `/v1/generators/${this.#terms.leaseId}/renew`);
+    } catch {
+      response = undefined; // the service is away: keep the terms
+    }
+    if (this.#state !== 'valid') return;
+    if (response?.status === 200) {
+      const terms = await response.json();
+      this.#deadlineMono = Math.max(this.#deadlineMono, sentMono + (terms.validUntilMs - terms.serverNowMs));
+      this.#markMs = Math.max(this.#markMs, terms.validUntilMs);
+      this.renewals += 1;
+    } else if (response?.status === 410 || response?.status === 404) {
+      this.#state = 'lost';
+      await response.arrayBuffer();
+      return;
+    } else {
+      if (response !== undefined) await response.arrayBuffer();
+      this.failedRenewals += 1;
+    }
+    this.#scheduleRenewal();
+  }
+
+  /**
+   * Stops issuing and gives the number back: it is free after the last ID's millisecond.
+   * Safe to call more than once.
+   */
+  async close() {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    for (const [signal, handler] of this.#signals) process.off(signal, handler);
+    this.#signals = [];
+    if (this.#state === 'closed' || this.#state === 'lost') return;
+    this.#state = 'closed';
+    const lastUsedMs = Math.max(this.#lastMs, this.#terms.resumeAfterMs);
+    const response = await this.#client.request('DELETE', `/v1/generators/${this.#terms.leaseId}`, {
+      lastUsedMs,
+    });
+    await response.arrayBuffer();
+    if (response.status !== 204 && response.status !== 410) {
+      throw new IdgenError(`idgen: release: ${response.status}`, { status: response.status });
+    }
+  }
+
+  #handleSignals() {
+    for (const signal of ['SIGTERM', 'SIGINT']) {
+      const handler = () => {
+        this.close().finally(() => {
+          // Then end as the signal would have.
+          process.kill(process.pid, signal);
+        });
+      };
+      process.once(signal, handler);
+      this.#signals.push([signal, handler]);
+    }
+  }
+}
