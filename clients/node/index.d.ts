@@ -2,6 +2,17 @@
 
 export type Kind = 'snowflake' | 'uuidv7' | 'ulid';
 
+/** The clocks a generator reads. */
+export interface Clock {
+  /** The wall clock, Unix ms: it dates IDs. */
+  now(): number;
+  /** A clock in ms that never steps back (any origin): it keeps deadlines. */
+  monotonic(): number;
+}
+
+/** `Date.now()` and `performance.now()`. */
+export const systemClock: Clock;
+
 /** Any refusal of the service or of the generator. */
 export class IdgenError extends Error {
   /** The HTTP status, for an answer of the service. */
@@ -19,6 +30,25 @@ export interface ClientOptions {
   backoffMs?: number;
   /** The longest single wait, `Retry-After` included (default 5000 ms). */
   maxWaitMs?: number;
+  /** How long one attempt may take (default 10000 ms). */
+  timeoutMs?: number;
+}
+
+export interface RequestOptions {
+  /** Overrides the client's `retries` for this request. */
+  retries?: number;
+  /** Overrides the client's `timeoutMs` for this request. */
+  timeoutMs?: number;
+  /** The clock `timedRequest` times the attempt on (default `systemClock.monotonic`). */
+  monotonic?: () => number;
+}
+
+export interface TimedResponse {
+  response: Response;
+  /** When the attempt answered was sent, on the monotonic clock. */
+  sentMono: number;
+  /** When its answer came. */
+  receivedMono: number;
 }
 
 export interface Decoded {
@@ -67,8 +97,10 @@ export class Client {
   ids(count: number, kind: 'uuidv7' | 'ulid'): Promise<string[]>;
   decode(id: bigint | string): Promise<Decoded>;
   layout(): Promise<Layout>;
-  /** A raw request, tried again on 503 and failed connections. */
-  request(method: string, path: string, body?: unknown): Promise<Response>;
+  /** A raw request, tried again on 503, failed connections and timeouts. */
+  request(method: string, path: string, body?: unknown, options?: RequestOptions): Promise<Response>;
+  /** `request`, and when the attempt answered was sent and answered. */
+  timedRequest(method: string, path: string, body?: unknown, options?: RequestOptions): Promise<TimedResponse>;
 }
 
 export interface LeaseOptions extends ClientOptions {
@@ -80,11 +112,25 @@ export interface LeaseOptions extends ClientOptions {
   handleSignals?: boolean;
   /** How far back the wall clock may step and be ridden out (default 10 ms). */
   clockBackToleranceMs?: number;
+  /** The clocks it reads (default `systemClock`). */
+  clock?: Clock;
 }
 
 /** Snowflake IDs made in this process on a worker number leased from the service. */
 export class LeasedGenerator {
   static lease(url: string, options: LeaseOptions): Promise<LeasedGenerator>;
+  /**
+   * A generator on terms the service gave to a lease request sent at `sentMono` and
+   * answered at `receivedMono` (on `clock.monotonic()`); it does not renew. `lease` makes
+   * one and renews it.
+   */
+  constructor(
+    client: Client,
+    terms: LeaseTerms,
+    sentMono: number,
+    receivedMono: number,
+    options?: { clockBackToleranceMs?: number; clock?: Clock },
+  );
   readonly terms: LeaseTerms;
   readonly worker: number;
   readonly datacenter: number;

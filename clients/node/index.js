@@ -3,9 +3,12 @@
 // service's lease API (`LeasedGenerator`), which stops before the lease could pass on.
 //
 // Clock rules of the leased generator (the same as the crate's, see README.md):
-// - Deadlines are kept on the monotonic clock (`performance.now()`): a request's send time
-//   plus (`validUntilMs` - `serverNowMs`) for the end of the term, plus (`resumeAfterMs` -
-//   `serverNowMs`) for its start. A wall clock that is stepped or skewed moves neither.
+// - Deadlines are kept on the monotonic clock (`performance.now()`). The service read its
+//   clock (`serverNowMs`) between the send of the request it answered and the answer's
+//   arrival, so each bound takes the side of that span that cannot be late: the send time
+//   plus (`validUntilMs` - `serverNowMs`) for the end of the term, the arrival plus
+//   (`resumeAfterMs` - `serverNowMs`) for its start. A wall clock that is stepped or skewed
+//   moves neither.
 // - The wall clock (`Date.now()`) only dates IDs. IDs are dated after `resumeAfterMs` (the
 //   previous holder's mark) and before `validUntilMs` (this holder's own mark): a clock
 //   behind the previous mark by more than the tolerance refuses; a clock ahead reaches the
@@ -14,6 +17,16 @@
 //   millisecond's sequence; further back, calls refuse until it has caught up.
 
 import { performance } from 'node:perf_hooks';
+
+/**
+ * The clocks of the system: `now()` the wall clock in Unix ms (it dates IDs), `monotonic()`
+ * a clock in ms that never steps (it keeps deadlines). A generator takes any object with
+ * both (`clock` option): tests pass a fake one.
+ */
+export const systemClock = Object.freeze({
+  now: () => Date.now(),
+  monotonic: () => performance.now(),
+});
 
 /** Any refusal of the service or of the generator. */
 export class IdgenError extends Error {
@@ -38,6 +51,20 @@ function retryAfterMs(response) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * The terms of a renewal's 200, or undefined when its body is not terms (a proxy's page, a
+ * cut connection): such a renewal counts as failed, the terms held are kept.
+ */
+async function renewedTerms(response) {
+  try {
+    const terms = await response.json();
+    const ms = [terms?.validUntilMs, terms?.serverNowMs];
+    return ms.every(Number.isSafeInteger) ? terms : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** An `idgen serve` over HTTP. */
 export class Client {
   #base;
@@ -45,16 +72,18 @@ export class Client {
   #retries;
   #backoffMs;
   #maxWaitMs;
+  #timeoutMs;
 
   /**
    * @param {string} url the service, as `http://host:port`
-   * @param {{token?: string, retries?: number, backoffMs?: number, maxWaitMs?: number}} [options]
+   * @param {{token?: string, retries?: number, backoffMs?: number, maxWaitMs?: number, timeoutMs?: number}} [options]
    *   `token`: the lease API's bearer token (only the lease API needs it); `retries`: how
    *   many times a 503 or a failed connection is tried again (default 4); `backoffMs`: the
    *   first wait, doubled each time (default 100); `maxWaitMs`: the longest single wait,
-   *   `Retry-After` included (default 5000).
+   *   `Retry-After` included (default 5000); `timeoutMs`: how long one attempt may take
+   *   (default 10000).
    */
-  constructor(url, { token, retries = 4, backoffMs = 100, maxWaitMs = 5000 } = {}) {
+  constructor(url, { token, retries = 4, backoffMs = 100, maxWaitMs = 5000, timeoutMs = 10000 } = {}) {
     const base = new URL(url);
     if (base.protocol !== 'http:' && base.protocol !== 'https:') {
       throw new TypeError(`idgen: ${url} is not an http(s) URL`);
@@ -65,14 +94,30 @@ export class Client {
     this.#retries = retries;
     this.#backoffMs = backoffMs;
     this.#maxWaitMs = maxWaitMs;
+    this.#timeoutMs = timeoutMs;
   }
 
   /**
    * A request, tried again on 503 (waiting `Retry-After` when given) and on a failed
-   * connection, at most `retries` more times. Resolves to the response of any other status.
+   * connection or one that took longer than `timeoutMs`, at most `retries` more times.
+   * Resolves to the response of any other status.
    * @returns {Promise<Response>}
    */
-  async request(method, path, body) {
+  async request(method, path, body, options) {
+    return (await this.timedRequest(method, path, body, options)).response;
+  }
+
+  /**
+   * `request`, and when (on `monotonic`, by default the system's) the attempt answered was
+   * sent and its answer came: the service read its clock between the two.
+   * @returns {Promise<{response: Response, sentMono: number, receivedMono: number}>}
+   */
+  async timedRequest(
+    method,
+    path,
+    body,
+    { retries = this.#retries, timeoutMs = this.#timeoutMs, monotonic = systemClock.monotonic } = {},
+  ) {
     const init = { method, headers: { ...this.#headers } };
     if (body !== undefined) {
       init.headers['content-type'] = 'application/json';
@@ -81,13 +126,14 @@ export class Client {
     let wait = this.#backoffMs;
     for (let attempt = 0; ; attempt += 1) {
       let response;
+      const sentMono = monotonic();
       try {
-        response = await fetch(`${this.#base}${path}`, init);
+        response = await fetch(`${this.#base}${path}`, { ...init, signal: AbortSignal.timeout(timeoutMs) });
       } catch (error) {
-        if (attempt >= this.#retries) throw new IdgenError(`idgen: ${method} ${path}: ${error.message}`);
+        if (attempt >= retries) throw new IdgenError(`idgen: ${method} ${path}: ${error.message}`);
       }
-      if (response !== undefined && (response.status !== 503 || attempt >= this.#retries)) {
-        return response;
+      if (response !== undefined && (response.status !== 503 || attempt >= retries)) {
+        return { response, sentMono, receivedMono: monotonic() };
       }
       const asked = response === undefined ? undefined : retryAfterMs(response);
       if (response !== undefined) await response.arrayBuffer();
@@ -145,6 +191,8 @@ export class LeasedGenerator {
   #client;
   #terms;
   #epochMs;
+  #endMs;
+  #clock;
   #timeShift;
   #node;
   #maxSequence;
@@ -164,16 +212,40 @@ export class LeasedGenerator {
   renewals = 0;
   failedRenewals = 0;
 
-  constructor(client, terms, sentMono, { clockBackToleranceMs = 10 } = {}) {
-    const { layout } = terms;
+  /**
+   * A generator on `terms` the service gave to a lease request sent at `sentMono` and
+   * answered at `receivedMono` (on `clock.monotonic()`). `LeasedGenerator.lease` makes one
+   * and starts renewing it.
+   */
+  constructor(client, terms, sentMono, receivedMono, { clockBackToleranceMs = 10, clock = systemClock } = {}) {
+    const layout = terms?.layout ?? {};
     const widths = [layout.timeBits, layout.datacenterBits, layout.workerBits, layout.sequenceBits];
     if (widths.some((bits) => !Number.isInteger(bits) || bits < 0) || widths.reduce((a, b) => a + b) !== 63) {
       throw new IdgenError(`idgen: the lease names an impossible layout ${JSON.stringify(layout)}`);
     }
+    for (const name of ['datacenter', 'worker', 'resumeAfterMs', 'validUntilMs', 'serverNowMs', 'renewEveryMs']) {
+      if (!Number.isSafeInteger(terms[name]) || terms[name] < 0) {
+        throw new IdgenError(`idgen: the lease's ${name} is not a whole number: ${JSON.stringify(terms[name])}`);
+      }
+    }
+    if (terms.datacenter >= 2 ** layout.datacenterBits || terms.worker >= 2 ** layout.workerBits) {
+      throw new IdgenError(`idgen: the lease's node ${terms.datacenter}/${terms.worker} does not fit its layout`);
+    }
+    if (!Number.isInteger(clockBackToleranceMs) || clockBackToleranceMs < 0) {
+      throw new RangeError(`idgen: clockBackToleranceMs must be a whole number from 0; got ${clockBackToleranceMs}`);
+    }
+    if (typeof clock?.now !== 'function' || typeof clock?.monotonic !== 'function') {
+      throw new TypeError('idgen: clock must have now() and monotonic()');
+    }
+    this.#clock = clock;
     this.#client = client;
     this.#terms = terms;
-    this.#epochMs = Date.parse(layout.epoch);
+    // RFC 3339 with an offset (the service writes `Z`): a date without one would be read
+    // in local time.
+    this.#epochMs = /(Z|[+-][0-9]{2}:[0-9]{2})$/i.test(layout.epoch ?? '') ? Date.parse(layout.epoch) : NaN;
     if (!Number.isSafeInteger(this.#epochMs)) throw new IdgenError(`idgen: bad epoch ${layout.epoch}`);
+    // The first millisecond past the layout's last: no ID is dated there.
+    this.#endMs = this.#epochMs + 2 ** layout.timeBits;
     const sequenceBits = layout.sequenceBits;
     this.#timeShift = BigInt(layout.datacenterBits + layout.workerBits + sequenceBits);
     this.#node =
@@ -181,9 +253,9 @@ export class LeasedGenerator {
       (BigInt(terms.worker) << BigInt(sequenceBits));
     this.#maxSequence = 2 ** sequenceBits - 1;
     this.#toleranceMs = clockBackToleranceMs;
-    this.#resumeMono = sentMono + (terms.resumeAfterMs - terms.serverNowMs);
+    this.#resumeMono = receivedMono + (terms.resumeAfterMs - terms.serverNowMs);
     this.#deadlineMono = sentMono + (terms.validUntilMs - terms.serverNowMs);
-    this.#markMs = terms.validUntilMs;
+    this.#markMs = Math.min(terms.validUntilMs, this.#endMs);
     // The first ID is dated after the previous holder's mark.
     this.#lastMs = terms.resumeAfterMs;
     this.#sequence = this.#maxSequence;
@@ -193,16 +265,22 @@ export class LeasedGenerator {
   /**
    * Leases a worker number from the service at `url` and starts renewing it.
    * @param {string} url
-   * @param {{token: string, holder?: string, handleSignals?: boolean, clockBackToleranceMs?: number}} options
+   * @param {{token: string, holder?: string, handleSignals?: boolean, clockBackToleranceMs?: number, clock?: {now(): number, monotonic(): number}}} options
    *   `holder`: a name for operators (default `node pid N`); `handleSignals`: release the
-   *   number on SIGTERM and SIGINT, then end as the signal would (default true).
+   *   number on SIGTERM and SIGINT, then end as the signal would (default true); `clock`:
+   *   the clocks it reads (default `systemClock`).
    */
-  static async lease(url, { token, holder, handleSignals = true, clockBackToleranceMs = 10, ...rest } = {}) {
+  static async lease(
+    url,
+    { token, holder, handleSignals = true, clockBackToleranceMs = 10, clock = systemClock, ...rest } = {},
+  ) {
     const client = new Client(url, { token, ...rest });
-    const sentMono = performance.now();
-    const response = await client.request('POST', '/v1/generators/lease', {
-      holder: holder ?? `node pid ${process.pid}`,
-    });
+    const { response, sentMono, receivedMono } = await client.timedRequest(
+      'POST',
+      '/v1/generators/lease',
+      { holder: holder ?? `node pid ${process.pid}` },
+      { monotonic: () => clock.monotonic() },
+    );
     const text = await response.text();
     if (response.status !== 200) {
       let reason = text;
@@ -211,7 +289,17 @@ export class LeasedGenerator {
       } catch {}
       throw new IdgenError(`idgen: lease: ${response.status} ${reason}`, { status: response.status });
     }
-    const generator = new LeasedGenerator(client, JSON.parse(text), sentMono, { clockBackToleranceMs });
+    let generator;
+    try {
+      generator = new LeasedGenerator(client, JSON.parse(text), sentMono, receivedMono, { clockBackToleranceMs, clock });
+    } catch (error) {
+      // Unusable terms: give the number back (with the last mark written) if it can be named.
+      const leaseId = /"leaseId"\s*:\s*"([0-9a-f]{1,64})"/.exec(text)?.[1];
+      if (leaseId !== undefined) {
+        await client.request('DELETE', `/v1/generators/${leaseId}`).then((r) => r.arrayBuffer(), () => {});
+      }
+      throw error instanceof IdgenError ? error : new IdgenError(`idgen: lease: the answer is not terms: ${error.message}`);
+    }
     generator.#scheduleRenewal();
     if (handleSignals) generator.#handleSignals();
     return generator;
@@ -232,7 +320,7 @@ export class LeasedGenerator {
 
   /** `valid`, `lost` (the service said so: 410), `closed`, or `expired` (past the deadline). */
   get state() {
-    if (this.#state === 'valid' && performance.now() >= this.#deadlineMono) return 'expired';
+    if (this.#state === 'valid' && this.#clock.monotonic() >= this.#deadlineMono) return 'expired';
     return this.#state;
   }
 
@@ -250,7 +338,7 @@ export class LeasedGenerator {
     if (this.#state !== 'valid') {
       throw new IdgenError(`idgen: the lease is ${this.#state}`, { code: this.#state });
     }
-    const mono = performance.now();
+    const mono = this.#clock.monotonic();
     if (mono >= this.#deadlineMono) {
       throw new IdgenError('idgen: the lease ran out: no renewal reached the service in time', {
         code: 'expired',
@@ -262,7 +350,7 @@ export class LeasedGenerator {
         { code: 'not-yet' },
       );
     }
-    let now = Date.now();
+    let now = this.#clock.now();
     if (now > this.#lastMs) {
       if (now >= this.#markMs) return this.#pastMark();
       this.#lastMs = now;
@@ -277,7 +365,7 @@ export class LeasedGenerator {
       this.#sequence += 1;
     } else {
       // This millisecond is used up: wait for the next (at most the tolerance and a ms).
-      while (now <= this.#lastMs) now = Date.now();
+      while (now <= this.#lastMs) now = this.#clock.now();
       if (now >= this.#markMs) return this.#pastMark();
       this.#lastMs = now;
       this.#sequence = 0;
@@ -307,25 +395,31 @@ export class LeasedGenerator {
 
   async #renew() {
     if (this.#state !== 'valid') return;
-    const sentMono = performance.now();
+    const sentMono = this.#clock.monotonic();
     let response;
     try {
-      response = await this.#client.request('POST', `/v1/generators/${this.#terms.leaseId}/renew`);
+      // Not retried here: the next renewal is the retry, and a failed one keeps the terms.
+      ({ response } = await this.#client.timedRequest('POST', `/v1/generators/${this.#terms.leaseId}/renew`, undefined, {
+        retries: 0,
+        timeoutMs: this.#terms.renewEveryMs,
+        monotonic: () => this.#clock.monotonic(),
+      }));
     } catch {
       response = undefined; // the service is away: keep the terms
     }
     if (this.#state !== 'valid') return;
-    if (response?.status === 200) {
-      const terms = await response.json();
+    const terms = response?.status === 200 ? await renewedTerms(response) : undefined;
+    if (this.#state !== 'valid') return;
+    if (terms !== undefined) {
       this.#deadlineMono = Math.max(this.#deadlineMono, sentMono + (terms.validUntilMs - terms.serverNowMs));
-      this.#markMs = Math.max(this.#markMs, terms.validUntilMs);
+      this.#markMs = Math.min(Math.max(this.#markMs, terms.validUntilMs), this.#endMs);
       this.renewals += 1;
     } else if (response?.status === 410 || response?.status === 404) {
       this.#state = 'lost';
       await response.arrayBuffer();
       return;
     } else {
-      if (response !== undefined) await response.arrayBuffer();
+      if (response !== undefined && !response.bodyUsed) await response.arrayBuffer().catch(() => {});
       this.failedRenewals += 1;
     }
     this.#scheduleRenewal();

@@ -1,0 +1,321 @@
+"""The leased generator's bit maths and clock rules on a fake clock (injected, `clock=`),
+without a service (`lease()` talks to a stub on 127.0.0.1):
+`python3 -m unittest discover -s test` from clients/python."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+
+from idgen_client import Client, Clock, IdgenError, LeasedGenerator, SystemClock  # noqa: E402
+from idgen_client._leased import _parse_epoch  # noqa: E402
+
+EPOCH_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
+NOW_MS = 1_800_000_000_000
+MS = 1_000_000
+
+
+class FakeClock:
+    """A `Clock` the test moves by hand; `wall_step_ms`: how far each wall reading moves it
+    on after being read."""
+
+    def __init__(self) -> None:
+        self.wall_ms = NOW_MS
+        self.wall_step_ms = 0
+        self.mono_ns = 10_000 * MS
+
+    def time_ns(self) -> int:
+        wall_ms = self.wall_ms
+        self.wall_ms += self.wall_step_ms
+        return wall_ms * MS
+
+    def monotonic_ns(self) -> int:
+        return self.mono_ns
+
+
+def terms(**changes: Any) -> dict[str, Any]:
+    value: dict[str, Any] = {
+        "leaseId": "00ff",
+        "datacenter": 3,
+        "worker": 5,
+        "ttlMs": 3000,
+        "resumeAfterMs": NOW_MS - 1,
+        "validUntilMs": NOW_MS + 3000,
+        "renewEveryMs": 1000,
+        "serverNowMs": NOW_MS,
+        "layout": {
+            "timeBits": 41,
+            "datacenterBits": 5,
+            "workerBits": 5,
+            "sequenceBits": 12,
+            "epoch": "2024-01-01T00:00:00.000Z",
+        },
+    }
+    value.update(changes)
+    return value
+
+
+class Stub:
+    """A lease API on 127.0.0.1 for `lease()`: the terms above (with `changes`), a first
+    renewal answered `renewed` (status, body), every later one 503; the release's body kept
+    in `released`."""
+
+    def __init__(self, renewed: tuple[int, object] = (503, None), **changes: Any) -> None:
+        self.terms = terms(**changes)
+        self.renewed = renewed
+        self.renewals = 0
+        self.released: object = None
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.answer(*stub.post(self.path))
+
+            def do_DELETE(self) -> None:
+                stub.released = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                self.answer(204, None)
+
+            def answer(self, status: int, body: object) -> None:
+                data = b"" if body is None else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True)
+
+    def post(self, path: str) -> tuple[int, object]:
+        if path == "/v1/generators/lease":
+            return 200, self.terms
+        if path == "/v1/generators/00ff/renew":
+            self.renewals += 1
+            return self.renewed if self.renewals == 1 else (503, {"error": "away"})
+        return 404, {"error": "no such path"}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Stub:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class GeneratorTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.clocks = FakeClock()
+
+    def generator(self, **changes: Any) -> LeasedGenerator:
+        mono = self.clocks.mono_ns
+        return LeasedGenerator(Client("http://127.0.0.1:9"), terms(**changes), mono, mono, clock=self.clocks)
+
+    def code(self, generator: LeasedGenerator) -> str:
+        with self.assertRaises(IdgenError) as caught:
+            generator.next_id()
+        return caught.exception.code
+
+    def test_bits(self) -> None:
+        generator = self.generator()
+        first = generator.next_id()
+        self.assertEqual(first, ((NOW_MS - EPOCH_MS) << 22) | (3 << 17) | (5 << 12))
+        self.assertEqual(generator.next_id(), first + 1)
+        self.assertEqual(generator.next_ids(3), [first + 2, first + 3, first + 4])
+
+    def test_epoch(self) -> None:
+        self.assertEqual(_parse_epoch("2024-01-01T00:00:00Z"), EPOCH_MS)
+        self.assertEqual(_parse_epoch("2024-01-01T00:00:00.123456Z"), EPOCH_MS + 123)
+        self.assertEqual(_parse_epoch("2024-01-01T01:00:00+01:00"), EPOCH_MS)
+        with self.assertRaises(ValueError):
+            _parse_epoch("2024-01-01T00:00:00")
+
+    def test_bad_layouts(self) -> None:
+        for layout in (
+            {"timeBits": 41, "datacenterBits": 5, "workerBits": 5, "sequenceBits": 13, "epoch": "2024-01-01T00:00:00Z"},
+            {"timeBits": 41.0, "datacenterBits": 5, "workerBits": 5, "sequenceBits": 12, "epoch": "2024-01-01T00:00:00Z"},
+            {"timeBits": 43, "datacenterBits": -2, "workerBits": 5, "sequenceBits": 12, "epoch": "2024-01-01T00:00:00Z"},
+            {"timeBits": 41, "datacenterBits": 5, "workerBits": 5, "sequenceBits": 12, "epoch": "yesterday"},
+        ):
+            with self.assertRaises(IdgenError):
+                self.generator(layout=layout)
+        with self.assertRaises(IdgenError):
+            self.generator(worker=32)
+
+    def test_not_yet_then_term(self) -> None:
+        generator = self.generator(resumeAfterMs=NOW_MS + 50)
+        self.assertEqual(self.code(generator), "not-yet")
+        self.clocks.mono_ns += 50 * MS
+        # Monotonic time has come, but the wall clock is behind the previous mark.
+        self.assertEqual(self.code(generator), "clock-behind")
+        self.clocks.wall_ms += 51
+        self.assertEqual(generator.next_id() >> 22, NOW_MS + 51 - EPOCH_MS)
+
+    def test_deadline_and_mark(self) -> None:
+        generator = self.generator()
+        generator.next_id()
+        self.clocks.mono_ns += 3000 * MS
+        self.assertEqual(generator.state, "expired")
+        self.assertEqual(self.code(generator), "expired")
+        # A wall clock running ahead meets the mark first.
+        generator = self.generator()
+        self.clocks.wall_ms += 3000
+        self.assertEqual(self.code(generator), "expired")
+        self.clocks.wall_ms -= 1
+        self.assertEqual(generator.next_id() >> 22, NOW_MS + 2999 - EPOCH_MS)
+
+    def test_resume_from_arrival_deadline_from_send(self) -> None:
+        # The service read its clock (serverNowMs) somewhere between the send and the arrival:
+        # the term's start counts from the arrival, its end from the send.
+        sent_ns = self.clocks.mono_ns
+        received_ns = sent_ns + 200 * MS
+        self.clocks.mono_ns = received_ns
+        generator = LeasedGenerator(
+            Client("http://127.0.0.1:9"),
+            terms(resumeAfterMs=NOW_MS + 50, validUntilMs=NOW_MS + 3000),
+            sent_ns,
+            received_ns,
+            clock=self.clocks,
+        )
+        resume_ns = received_ns + 50 * MS
+        deadline_ns = sent_ns + 3000 * MS
+        self.clocks.wall_ms = NOW_MS + 251  # past the previous holder's mark
+        self.clocks.mono_ns = sent_ns + 50 * MS + 1  # the resume instant counted from the send
+        self.assertEqual(self.code(generator), "not-yet")
+        self.clocks.mono_ns = resume_ns - 1
+        with self.assertRaises(IdgenError) as caught:
+            generator.next_id()
+        self.assertEqual(caught.exception.code, "not-yet")
+        self.assertIn("ends in 1 ms", str(caught.exception))
+        self.clocks.mono_ns = resume_ns
+        first = generator.next_id()
+        self.assertEqual(first >> 22, NOW_MS + 251 - EPOCH_MS)
+        self.clocks.wall_ms = NOW_MS + 2999  # before the mark: only the deadline stops it
+        self.clocks.mono_ns = deadline_ns - 1
+        self.assertEqual(generator.next_id() >> 22, NOW_MS + 2999 - EPOCH_MS)
+        self.assertEqual(generator.state, "valid")
+        self.clocks.mono_ns = deadline_ns  # before received_ns + 3000 ms
+        self.assertEqual(generator.state, "expired")
+        self.assertEqual(self.code(generator), "expired")
+        with self.assertRaises(IdgenError) as caught:
+            generator.next_ids(2)
+        self.assertEqual(caught.exception.code, "expired")
+
+    def test_clock_back(self) -> None:
+        generator = self.generator()
+        first = generator.next_id()
+        self.clocks.wall_ms -= 10
+        self.assertEqual(generator.next_id(), first + 1)  # ridden out
+        self.clocks.wall_ms -= 1
+        self.assertEqual(self.code(generator), "clock-behind")
+        self.clocks.wall_ms += 12
+        self.assertEqual(generator.next_id() >> 22, NOW_MS + 1 - EPOCH_MS)
+
+    def test_sequence_exhausted(self) -> None:
+        generator = self.generator()
+        ids = generator.next_ids(4096)
+        self.assertEqual(ids[-1] & 4095, 4095)
+        # The wall clock moves on a millisecond at each reading: the first still reads NOW_MS.
+        self.clocks.wall_step_ms = 1
+        following = generator.next_id()
+        self.assertEqual(following >> 22, NOW_MS + 1 - EPOCH_MS)
+        self.assertEqual(following & 4095, 0)
+        more = generator.next_ids(5000)
+        self.assertEqual(more, sorted(set(more)))
+        self.assertGreater(more[0], following)
+
+    def test_clock_argument(self) -> None:
+        clock: Clock = self.clocks
+        self.assertIs(self.generator().clock, clock)
+        self.assertIsInstance(SystemClock(), Clock)
+        mono = time.monotonic_ns()
+        generator = LeasedGenerator(Client("http://127.0.0.1:9"), terms(), mono, mono)
+        self.assertIsInstance(generator.clock, SystemClock)
+        with self.assertRaises(TypeError):
+            LeasedGenerator(Client("http://127.0.0.1:9"), terms(), mono, mono, clock=object())  # type: ignore[arg-type]
+
+    def test_lease_on_the_clock(self) -> None:
+        # A day ahead of the real monotonic clock, and frozen: a request timed or a renewal
+        # scheduled on the real clock would put the bounds far from these.
+        start_ns = self.clocks.mono_ns = time.monotonic_ns() + 86_400_000 * MS
+        renewed = (200, {"validUntilMs": NOW_MS + 10_000, "serverNowMs": NOW_MS})
+        with Stub(renewed, resumeAfterMs=NOW_MS + 50, renewEveryMs=10) as stub:
+            generator = LeasedGenerator.lease(stub.url, token="t", handle_signals=False, clock=self.clocks, retries=0)
+            try:
+                self.assertEqual(self.code(generator), "not-yet")
+                # The first renewal, sent at start_ns on this clock, moves the deadline to
+                # start_ns + 10 s (the lease's was start_ns + 3 s); the later ones fail.
+                give_up = time.monotonic() + 5
+                while generator.renewals < 1 and time.monotonic() < give_up:
+                    time.sleep(0.005)
+                self.assertEqual(generator.renewals, 1)
+                self.clocks.mono_ns = start_ns + 50 * MS
+                self.clocks.wall_ms = NOW_MS + 51
+                self.assertEqual(generator.next_id() >> 22, NOW_MS + 51 - EPOCH_MS)
+                self.clocks.mono_ns = start_ns + 10_000 * MS - 1
+                self.clocks.wall_ms = NOW_MS + 9_999
+                self.assertEqual(generator.next_id() >> 22, NOW_MS + 9_999 - EPOCH_MS)
+                self.clocks.mono_ns += 1
+                self.assertEqual(self.code(generator), "expired")
+            finally:
+                generator.close()
+            self.assertEqual(stub.released, {"lastUsedMs": NOW_MS + 9_999})
+            self.assertEqual(generator.state, "closed")
+            self.assertEqual(self.code(generator), "closed")
+
+    def test_close_and_lost_stop_at_once(self) -> None:
+        with Stub() as stub:
+            generator = LeasedGenerator.lease(stub.url, token="t", handle_signals=False, clock=self.clocks)
+            first = generator.next_id()
+            generator.close()
+            self.assertEqual(stub.released, {"lastUsedMs": NOW_MS})
+            self.assertEqual(generator.state, "closed")
+            self.assertEqual(self.code(generator), "closed")
+            with self.assertRaises(IdgenError) as caught:
+                generator.next_ids(1)
+            self.assertEqual(caught.exception.code, "closed")
+            generator.close()  # again: nothing
+        with Stub((410, {"error": "gone"}), renewEveryMs=10) as stub:
+            generator = LeasedGenerator.lease(stub.url, token="t", handle_signals=False, clock=self.clocks)
+            self.assertEqual(generator.next_id(), first)
+            give_up = time.monotonic() + 5
+            while generator.state == "valid" and time.monotonic() < give_up:
+                time.sleep(0.005)
+            self.assertEqual(generator.state, "lost")
+            self.assertEqual(self.code(generator), "lost")
+            generator.close()  # lost: nothing to give back
+            self.assertIsNone(stub.released)
+
+    def test_handle_signals_off_main_thread(self) -> None:
+        errors: list[BaseException] = []
+
+        def lease() -> None:
+            try:
+                LeasedGenerator.lease("http://127.0.0.1:9", token="t")
+            except BaseException as error:  # noqa: BLE001
+                errors.append(error)
+
+        thread = threading.Thread(target=lease)
+        thread.start()
+        thread.join()
+        self.assertIsInstance(errors[0], ValueError)
+        self.assertIn("handle_signals=False", str(errors[0]))
+
+
+if __name__ == "__main__":
+    unittest.main()
