@@ -185,8 +185,9 @@ impl Issuer {
     }
 }
 
-/// Checks that `ids`, issued under `terms`, increase, carry its worker number and are dated
-/// after its `resumeAfterMs` and before `valid_until_ms`; answers their dates.
+/// Checks that `ids`, issued under `terms`, increase, carry its node (datacenter and
+/// worker) and are dated after its `resumeAfterMs` and before `valid_until_ms`; answers
+/// their dates.
 fn check_term(terms: &Value, ids: &[u64], valid_until_ms: u64) -> Vec<u64> {
     assert!(
         ids.windows(2).all(|pair| pair[0] < pair[1]),
@@ -197,13 +198,18 @@ fn check_term(terms: &Value, ids: &[u64], valid_until_ms: u64) -> Vec<u64> {
     let (worker_bits, sequence_bits) = (bits("workerBits"), bits("sequenceBits"));
     let time_shift = bits("datacenterBits") + worker_bits + sequence_bits;
     let epoch = unix_ms_of(layout["epoch"].as_str().unwrap());
-    let leased_worker = terms["worker"].as_u64().unwrap();
+    let datacenter_bits = bits("datacenterBits");
+    let leased_node = (
+        terms["datacenter"].as_u64().unwrap(),
+        terms["worker"].as_u64().unwrap(),
+    );
     let resume_after = terms["resumeAfterMs"].as_u64().unwrap();
     ids.iter()
         .map(|&id| {
             let date = (id >> time_shift) + epoch;
             let worker = (id >> sequence_bits) & ((1 << worker_bits) - 1);
-            assert_eq!(worker, leased_worker, "{id}");
+            let datacenter = (id >> (sequence_bits + worker_bits)) & ((1 << datacenter_bits) - 1);
+            assert_eq!((datacenter, worker), leased_node, "{id}");
             assert!(
                 resume_after < date && date < valid_until_ms,
                 "{id} dated {date}, outside ({resume_after}, {valid_until_ms})"
@@ -583,14 +589,7 @@ fn renewals_answered_with_503(language: Language, name: &str) {
         "it stopped {} ms before its deadline",
         mark - last
     );
-    let name = format!("{name}-next");
-    let mut next = Issuer::start(language, &name, &url(&service), &token, "100000", None);
-    let next_terms = next.next("leased");
-    assert_eq!(next_terms["worker"], 1);
-    let next_ended = next.next("ended");
-    next.wait();
-    let next_dates = check_term(&next_terms, &next.ids(), ended_mark(&next_ended));
-    assert!(next_dates[0] > last, "{} <= {last}", next_dates[0]);
+    next_holder_issues_above(language, &format!("{name}-next"), &service, &token, last);
 }
 
 /// A lease ended under a client (released by someone else): its next renewal gets a 410
@@ -611,18 +610,43 @@ fn lease_ended_under_a_client(language: Language, name: &str) {
     let path = format!("/v1/generators/{}", terms["leaseId"].as_str().unwrap());
     let released = service.request("DELETE", &path, &[("Authorization", &bearer)], b"");
     assert_eq!(released.status, 204, "{}", released.body);
+    let released_at = Instant::now();
     let ended = first.next("ended");
+    // At its next renewal (every second), not at the end of its term (3 s on).
+    let renew_every = Duration::from_millis(terms["renewEveryMs"].as_u64().unwrap());
+    assert!(
+        released_at.elapsed() < renew_every * 2,
+        "it stopped {:?} after the release",
+        released_at.elapsed()
+    );
     first.wait();
     assert_eq!(ended["stoppedBy"], "lost", "{ended}");
     let dates = check_term(&terms, &first.ids(), ended_mark(&ended));
-    let name = format!("{name}-next");
-    let mut next = Issuer::start(language, &name, &url(&service), &token, "100000", None);
+    next_holder_issues_above(
+        language,
+        &format!("{name}-next"),
+        &service,
+        &token,
+        *dates.last().unwrap(),
+    );
+}
+
+/// A client that leases number 1 next (waiting for it) and issues 100,000 IDs, all dated
+/// after `last`, the previous holder's last ID's date.
+fn next_holder_issues_above(
+    language: Language,
+    name: &str,
+    service: &Service,
+    token: &Path,
+    last: u64,
+) {
+    let mut next = Issuer::start(language, name, &url(service), token, "100000", None);
     let next_terms = next.next("leased");
     assert_eq!(next_terms["worker"], 1);
     let next_ended = next.next("ended");
     next.wait();
     let next_dates = check_term(&next_terms, &next.ids(), ended_mark(&next_ended));
-    assert!(next_dates[0] > *dates.last().unwrap());
+    assert!(next_dates[0] > last, "{} <= {last}", next_dates[0]);
 }
 
 /// A client SIGSTOPped past its lease: another takes the number; resumed, the first issues
@@ -665,53 +689,31 @@ fn client_paused_past_its_lease(language: Language, name: &str) {
     assert!(again_dates[0] > *next_dates.last().unwrap());
 }
 
-/// Each test above, once per language.
+/// Each test above, once per language (its name says which in the test's temp dirs).
 macro_rules! for_each_language {
-    ($($language:ident => $variant:expr;)*) => {$(
-        mod $language {
-            use super::*;
-            const LANGUAGE: Language = $variant;
-            const NAME: &str = stringify!($language);
-
-            #[test]
-            fn another_layout_and_epoch_read_back_by_idgen_decode() {
-                super::another_layout_and_epoch_read_back_by_idgen_decode(LANGUAGE, &format!("{NAME}-layout"));
-            }
-
-            #[test]
-            fn sigterm_gives_the_number_back_within_a_second() {
-                super::sigterm_gives_the_number_back_within_a_second(LANGUAGE, &format!("{NAME}-sigterm"));
-            }
-
-            #[test]
-            fn clients_with_skewed_clocks_hand_a_number_on() {
-                super::clients_with_skewed_clocks_hand_a_number_on(LANGUAGE, &format!("{NAME}-skew"));
-            }
-
-            #[test]
-            fn service_killed_under_skewed_clients() {
-                super::service_killed_under_skewed_clients(LANGUAGE, &format!("{NAME}-kill"));
-            }
-
-            #[test]
-            fn renewals_answered_with_503() {
-                super::renewals_answered_with_503(LANGUAGE, &format!("{NAME}-503"));
-            }
-
-            #[test]
-            fn lease_ended_under_a_client() {
-                super::lease_ended_under_a_client(LANGUAGE, &format!("{NAME}-410"));
-            }
-
-            #[test]
-            fn client_paused_past_its_lease() {
-                super::client_paused_past_its_lease(LANGUAGE, &format!("{NAME}-stop"));
-            }
+    ($($test:ident),* $(,)?) => {
+        mod node {
+            $(#[test]
+            fn $test() {
+                super::$test(super::Language::Node, concat!("node-", stringify!($test)));
+            })*
         }
-    )*};
+
+        mod python {
+            $(#[test]
+            fn $test() {
+                super::$test(super::Language::Python, concat!("python-", stringify!($test)));
+            })*
+        }
+    };
 }
 
-for_each_language! {
-    node => Language::Node;
-    python => Language::Python;
-}
+for_each_language!(
+    another_layout_and_epoch_read_back_by_idgen_decode,
+    sigterm_gives_the_number_back_within_a_second,
+    clients_with_skewed_clocks_hand_a_number_on,
+    service_killed_under_skewed_clients,
+    renewals_answered_with_503,
+    lease_ended_under_a_client,
+    client_paused_past_its_lease,
+);

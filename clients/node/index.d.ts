@@ -15,6 +15,7 @@ export const systemClock: Clock;
 
 /** Any refusal of the service or of the generator. */
 export class IdgenError extends Error {
+  constructor(message: string, options?: { status?: number; code?: IdgenError['code'] });
   /** The HTTP status, for an answer of the service. */
   readonly status?: number;
   /** What kind of refusal. */
@@ -95,6 +96,8 @@ export class Client {
   ids(count: number, kind?: 'snowflake'): Promise<bigint[]>;
   /** `count` UUIDv7s or ULIDs, increasing, as their text. */
   ids(count: number, kind: 'uuidv7' | 'ulid'): Promise<string[]>;
+  /** `count` IDs of a kind known only at run time. */
+  ids(count: number, kind: Kind): Promise<bigint[] | string[]>;
   decode(id: bigint | string): Promise<Decoded>;
   layout(): Promise<Layout>;
   /** A raw request, tried again on 503, failed connections and timeouts. */
@@ -139,6 +142,7 @@ export class LeasedGenerator {
   failedRenewals: number;
   /** The next ID; throws an IdgenError rather than an ID it cannot vouch for. */
   nextId(): bigint;
+  /** `count` IDs at once: keep a batch well under the renewal period (it holds the event loop). */
   nextIds(count: number): bigint[];
   /** Stops issuing and gives the number back. */
   close(): Promise<void>;

@@ -52,14 +52,16 @@ function retryAfterMs(response) {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * The terms of a renewal's 200, or undefined when its body is not terms (a proxy's page, a
- * cut connection): such a renewal counts as failed, the terms held are kept.
+ * The terms of a renewal's 200, or undefined when its body is not terms of the lease `held`
+ * (a proxy's page, a cut connection, another lease's answer): such a renewal counts as
+ * failed, the terms held are kept.
  */
-async function renewedTerms(response) {
+async function renewedTerms(response, held) {
   try {
     const terms = await response.json();
     const ms = [terms?.validUntilMs, terms?.serverNowMs];
-    return ms.every(Number.isSafeInteger) ? terms : undefined;
+    const same = ['leaseId', 'worker', 'datacenter'].every((name) => !(name in terms) || terms[name] === held[name]);
+    return ms.every(Number.isSafeInteger) && same ? terms : undefined;
   } catch {
     return undefined;
   }
@@ -228,6 +230,9 @@ export class LeasedGenerator {
         throw new IdgenError(`idgen: the lease's ${name} is not a whole number: ${JSON.stringify(terms[name])}`);
       }
     }
+    if (terms.renewEveryMs < 1 || terms.renewEveryMs >= 2 ** 31) {
+      throw new IdgenError(`idgen: the lease's renewEveryMs ${terms.renewEveryMs} is out of range`);
+    }
     if (terms.datacenter >= 2 ** layout.datacenterBits || terms.worker >= 2 ** layout.workerBits) {
       throw new IdgenError(`idgen: the lease's node ${terms.datacenter}/${terms.worker} does not fit its layout`);
     }
@@ -351,27 +356,47 @@ export class LeasedGenerator {
       );
     }
     let now = this.#clock.now();
-    if (now > this.#lastMs) {
-      if (now >= this.#markMs) return this.#pastMark();
-      this.#lastMs = now;
-      this.#sequence = 0;
-      this.#base = this.#timeField(now);
-    } else if (this.#lastMs - now > this.#toleranceMs) {
-      throw new IdgenError(
-        `idgen: the clock is ${this.#lastMs - now} ms behind the last ID's millisecond`,
-        { code: 'clock-behind' },
-      );
-    } else if (this.#sequence < this.#maxSequence) {
-      this.#sequence += 1;
-    } else {
-      // This millisecond is used up: wait for the next (at most the tolerance and a ms).
-      while (now <= this.#lastMs) now = this.#clock.now();
-      if (now >= this.#markMs) return this.#pastMark();
-      this.#lastMs = now;
-      this.#sequence = 0;
-      this.#base = this.#timeField(now);
+    if (now <= this.#lastMs) {
+      if (this.#lastMs - now > this.#toleranceMs) throw this.#behind(now);
+      if (this.#sequence < this.#maxSequence) {
+        this.#sequence += 1;
+        return this.#base | BigInt(this.#sequence);
+      }
+      now = this.#nextMillisecond();
     }
-    return this.#base | BigInt(this.#sequence);
+    if (now >= this.#markMs) return this.#pastMark();
+    if (now < this.#epochMs) throw this.#behind(now);
+    this.#lastMs = now;
+    this.#sequence = 0;
+    this.#base = this.#timeField(now);
+    return this.#base;
+  }
+
+  /**
+   * The wall clock once it has passed the last ID's millisecond, whose sequence is used up:
+   * at most the tolerance and a millisecond away, unless the clock steps back further or
+   * stops, which throw, as does the deadline passing meanwhile.
+   */
+  #nextMillisecond() {
+    for (;;) {
+      const now = this.#clock.now();
+      if (now > this.#lastMs) return now;
+      if (this.#lastMs - now > this.#toleranceMs) throw this.#behind(now);
+      if (this.#clock.monotonic() >= this.#deadlineMono) {
+        throw new IdgenError('idgen: the lease ran out while waiting for the next millisecond', {
+          code: 'expired',
+        });
+      }
+    }
+  }
+
+  #behind(now) {
+    return new IdgenError(
+      now < this.#epochMs
+        ? `idgen: the clock (${now}) is before the layout's epoch`
+        : `idgen: the clock is ${this.#lastMs - now} ms behind the last ID's millisecond`,
+      { code: 'clock-behind' },
+    );
   }
 
   #pastMark() {
@@ -380,8 +405,15 @@ export class LeasedGenerator {
     });
   }
 
-  /** `count` IDs, increasing (see `nextId`). */
+  /**
+   * `count` IDs, increasing (see `nextId`). The call holds the event loop, so no renewal
+   * lands meanwhile: keep a batch well under the renewal period (a million IDs take about a
+   * quarter of a second). A refusal midway throws, and the batch's IDs are not used.
+   */
   nextIds(count) {
+    if (!Number.isSafeInteger(count) || count < 0) {
+      throw new RangeError(`idgen: count must be a whole number from 0; got ${count}`);
+    }
     const ids = new Array(count);
     for (let i = 0; i < count; i += 1) ids[i] = this.nextId();
     return ids;
@@ -394,6 +426,16 @@ export class LeasedGenerator {
   }
 
   async #renew() {
+    try {
+      await this.#tryRenewal();
+    } catch (error) {
+      // Nothing may escape a timer: a renewal that failed in any way keeps the terms.
+      this.failedRenewals += 1;
+      if (this.#state === 'valid') this.#scheduleRenewal();
+    }
+  }
+
+  async #tryRenewal() {
     if (this.#state !== 'valid') return;
     const sentMono = this.#clock.monotonic();
     let response;
@@ -408,7 +450,7 @@ export class LeasedGenerator {
       response = undefined; // the service is away: keep the terms
     }
     if (this.#state !== 'valid') return;
-    const terms = response?.status === 200 ? await renewedTerms(response) : undefined;
+    const terms = response?.status === 200 ? await renewedTerms(response, this.#terms) : undefined;
     if (this.#state !== 'valid') return;
     if (terms !== undefined) {
       this.#deadlineMono = Math.max(this.#deadlineMono, sentMono + (terms.validUntilMs - terms.serverNowMs));
@@ -416,7 +458,7 @@ export class LeasedGenerator {
       this.renewals += 1;
     } else if (response?.status === 410 || response?.status === 404) {
       this.#state = 'lost';
-      await response.arrayBuffer();
+      await response.arrayBuffer().catch(() => {});
       return;
     } else {
       if (response !== undefined && !response.bodyUsed) await response.arrayBuffer().catch(() => {});
@@ -430,15 +472,23 @@ export class LeasedGenerator {
    * Safe to call more than once.
    */
   async close() {
+    return this.#release({});
+  }
+
+  /** close(), with the release request's options. */
+  async #release(requestOptions) {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     for (const [signal, handler] of this.#signals) process.off(signal, handler);
     this.#signals = [];
     if (this.#state === 'closed' || this.#state === 'lost') return;
     this.#state = 'closed';
     const lastUsedMs = Math.max(this.#lastMs, this.#terms.resumeAfterMs);
-    const response = await this.#client.request('DELETE', `/v1/generators/${this.#terms.leaseId}`, {
-      lastUsedMs,
-    });
+    const response = await this.#client.request(
+      'DELETE',
+      `/v1/generators/${this.#terms.leaseId}`,
+      { lastUsedMs },
+      requestOptions,
+    );
     await response.arrayBuffer();
     if (response.status !== 204 && response.status !== 410) {
       throw new IdgenError(`idgen: release: ${response.status}`, { status: response.status });
@@ -448,10 +498,15 @@ export class LeasedGenerator {
   #handleSignals() {
     for (const signal of ['SIGTERM', 'SIGINT']) {
       const handler = () => {
-        this.close().finally(() => {
-          // Then end as the signal would have.
-          process.kill(process.pid, signal);
-        });
+        // One quick try: the number frees itself at the end of its term anyway, and a
+        // process told to stop must not linger on a service that does not answer.
+        this.#release({ retries: 0, timeoutMs: 1000 })
+          .catch(() => {})
+          .finally(() => {
+            // Then end as the signal would have, unless the program listens for it too
+            // (its own listener has run, and decides).
+            if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+          });
       };
       process.once(signal, handler);
       this.#signals.push([signal, handler]);

@@ -153,3 +153,152 @@ test('a used-up millisecond waits for the next', () => {
   assert.ok(more.every((id, i) => i === 0 || id > more[i - 1]));
   assert.ok(more[0] > following);
 });
+
+test('a wall clock that stops while a millisecond is used up ends at the deadline, not in a hang', { timeout: 10_000 }, () => {
+  const clock = new FakeClock();
+  const g = generator(clock);
+  g.nextIds(4096);
+  // The wall clock stands still (a generator that spins on it without looking at its
+  // deadline fails here rather than hang); the monotonic one moves a millisecond a read.
+  let reads = 0;
+  clock.now = () => {
+    if ((reads += 1) > 1_000_000) throw new Error('spinning on a clock that stopped');
+    return NOW_MS;
+  };
+  clock.monotonic = () => (clock.monoMs += 1);
+  assert.equal(code(g), 'expired');
+});
+
+test('a wall clock that steps back past the tolerance while a millisecond is used up refuses', { timeout: 10_000 }, () => {
+  const clock = new FakeClock();
+  const g = generator(clock);
+  g.nextIds(4096);
+  let reads = 0;
+  clock.now = () => NOW_MS - (reads++ < 3 ? 0 : 11);
+  assert.equal(code(g), 'clock-behind');
+});
+
+test('a wall clock before the epoch refuses, it does not make negative IDs', () => {
+  const clock = new FakeClock();
+  clock.wallMs = EPOCH_MS - 5_000;
+  const g = generator(clock, { resumeAfterMs: 0, serverNowMs: NOW_MS });
+  assert.equal(code(g), 'clock-behind');
+});
+
+test('a renewal period out of range is refused', () => {
+  const clock = new FakeClock();
+  for (const renewEveryMs of [0, 2 ** 31, 1.5]) {
+    assert.throws(() => generator(clock, { renewEveryMs }), IdgenError, String(renewEveryMs));
+  }
+});
+
+/**
+ * A stand-in for the service on 127.0.0.1: `routes[method + ' ' + path]` (the lease ID
+ * replaced by `:id`) answers each request, as `(request, response, body)`.
+ */
+async function stub(routes) {
+  const { createServer } = await import('node:http');
+  const seen = [];
+  const server = createServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk) => (body += chunk));
+    request.on('end', () => {
+      const route = `${request.method} ${request.url.replace(/[0-9a-f]{32}/, ':id')}`;
+      seen.push(route);
+      const answer = routes[route];
+      if (answer === undefined) {
+        response.writeHead(404).end('{"error":"no such route"}');
+      } else {
+        answer(request, response, body);
+      }
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${server.address().port}`, seen, server };
+}
+
+const LEASE_ID = '0123456789abcdef0123456789abcdef';
+const leaseAnswer = (changes = {}) => (request, response) => {
+  const now = Date.now();
+  const body = terms({
+    leaseId: LEASE_ID,
+    resumeAfterMs: now - 1,
+    validUntilMs: now + 3000,
+    serverNowMs: now,
+    renewEveryMs: 20,
+    ...changes,
+  });
+  response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+};
+
+/** Waits (at most 10 s) until `done()`. */
+async function until(what, done) {
+  const give = performance.now() + 10_000;
+  while (!done()) {
+    assert.ok(performance.now() < give, `timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+test('a renewal answer for another lease is a failed renewal', async () => {
+  const service = await stub({
+    'POST /v1/generators/lease': leaseAnswer(),
+    'POST /v1/generators/:id/renew': leaseAnswer({ leaseId: 'ffffffffffffffffffffffffffffffff', validUntilMs: Date.now() + 60_000 }),
+    'DELETE /v1/generators/:id': (request, response) => response.writeHead(204).end(),
+  });
+  const g = await LeasedGenerator.lease(service.url, { token: 't', handleSignals: false });
+  const mark = g.terms.validUntilMs;
+  await until('a failed renewal', () => g.failedRenewals >= 2);
+  assert.equal(g.renewals, 0);
+  assert.equal(g.terms.validUntilMs, mark);
+  await g.close();
+  service.server.close();
+});
+
+test('a 410 whose body is cut short stops the generator and crashes nothing', async () => {
+  const unhandled = [];
+  const record = (error) => unhandled.push(error);
+  process.on('unhandledRejection', record);
+  const service = await stub({
+    'POST /v1/generators/lease': leaseAnswer(),
+    'POST /v1/generators/:id/renew': (request, response) => {
+      response.writeHead(410, { 'content-type': 'application/json', 'content-length': '100' });
+      response.write('{"error":');
+      setTimeout(() => response.socket.destroy(), 5);
+    },
+  });
+  const g = await LeasedGenerator.lease(service.url, { token: 't', handleSignals: false });
+  await until('the loss', () => g.state === 'lost');
+  assert.equal(code(g), 'lost');
+  // Time for a rejection of the cut body to surface, were there one.
+  await until('the cut body read', () => service.seen.length >= 2);
+  await new Promise((resolve) => setImmediate(resolve));
+  process.off('unhandledRejection', record);
+  assert.deepEqual(unhandled, []);
+  service.server.closeAllConnections();
+  service.server.close();
+});
+
+test('SIGTERM releases at once, gives up on a silent service within a second, and leaves a program that listens alive', async () => {
+  let released;
+  const service = await stub({
+    'POST /v1/generators/lease': leaseAnswer({ renewEveryMs: 60_000 }),
+    // The release is never answered.
+    'DELETE /v1/generators/:id': (request) => {
+      const at = performance.now();
+      request.socket.on('close', () => (released = performance.now() - at));
+    },
+  });
+  const g = await LeasedGenerator.lease(service.url, { token: 't' });
+  let heard = 0;
+  const listener = () => (heard += 1);
+  process.on('SIGTERM', listener);
+  process.kill(process.pid, 'SIGTERM');
+  await until('the release given up', () => released !== undefined);
+  assert.ok(released < 3_000, `the release took ${released} ms`);
+  assert.equal(heard, 1);
+  assert.equal(g.state, 'closed');
+  process.off('SIGTERM', listener);
+  service.server.closeAllConnections();
+  service.server.close();
+});

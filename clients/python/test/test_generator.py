@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import sys
 import threading
 import time
 import unittest
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from types import FrameType
+from typing import Any, Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 from idgen_client import Client, Clock, IdgenError, LeasedGenerator, SystemClock  # noqa: E402
-from idgen_client._leased import _parse_epoch  # noqa: E402
+from idgen_client._leased import _STOPPED, _parse_epoch  # noqa: E402
 
 EPOCH_MS = 1_704_067_200_000  # 2024-01-01T00:00:00Z
 NOW_MS = 1_800_000_000_000
@@ -66,13 +70,18 @@ def terms(**changes: Any) -> dict[str, Any]:
 class Stub:
     """A lease API on 127.0.0.1 for `lease()`: the terms above (with `changes`), a first
     renewal answered `renewed` (status, body), every later one 503; the release's body kept
-    in `released`."""
+    in `released`, the first `busy_releases` releases answered 503. A renewal sets `arrived`,
+    then waits for `gate` (when set to an Event) before answering."""
 
-    def __init__(self, renewed: tuple[int, object] = (503, None), **changes: Any) -> None:
+    def __init__(self, renewed: tuple[int, object] = (503, None), *, busy_releases: int = 0, **changes: Any) -> None:
         self.terms = terms(**changes)
         self.renewed = renewed
         self.renewals = 0
         self.released: object = None
+        self.releases = 0
+        self.busy_releases = busy_releases
+        self.gate: threading.Event | None = None
+        self.arrived = threading.Event()
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -80,7 +89,12 @@ class Stub:
                 self.answer(*stub.post(self.path))
 
             def do_DELETE(self) -> None:
-                stub.released = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                stub.releases += 1
+                if stub.releases <= stub.busy_releases:
+                    self.answer(503, {"error": "busy"})
+                    return
+                stub.released = body
                 self.answer(204, None)
 
             def answer(self, status: int, body: object) -> None:
@@ -101,6 +115,9 @@ class Stub:
         if path == "/v1/generators/lease":
             return 200, self.terms
         if path == "/v1/generators/00ff/renew":
+            self.arrived.set()
+            if self.gate is not None:
+                self.gate.wait(10)
             self.renewals += 1
             return self.renewed if self.renewals == 1 else (503, {"error": "away"})
         return 404, {"error": "no such path"}
@@ -116,6 +133,52 @@ class Stub:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class SteppingClock(FakeClock):
+    """Each wall reading moves both clocks a millisecond on; the reading of `hook_at_ms`
+    first calls `hook` (once)."""
+
+    def __init__(self, hook_at_ms: int, hook: Callable[[], None]) -> None:
+        super().__init__()
+        self.hook_at_ms = hook_at_ms
+        self.hook: Callable[[], None] | None = hook
+
+    def time_ns(self) -> int:
+        hook = self.hook
+        if self.wall_ms == self.hook_at_ms and hook is not None:
+            self.hook = None
+            hook()
+        wall_ms = self.wall_ms
+        self.wall_ms += 1
+        self.mono_ns += MS
+        return wall_ms * MS
+
+
+class Signals:
+    """SIGTERM and SIGINT as they were, put back on leaving; SIGTERM set to a Python handler
+    that records the signals it gets in `received`."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.saved = [(signum, signal.getsignal(signum)) for signum in (signal.SIGTERM, signal.SIGINT)]
+
+    def record(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+
+    def wait(self, seconds: float) -> None:
+        """Until a signal is recorded (the handlers run between bytecodes), at most `seconds`."""
+        give_up = time.monotonic() + seconds
+        while not self.received and time.monotonic() < give_up:
+            time.sleep(0.001)
+
+    def __enter__(self) -> Signals:
+        signal.signal(signal.SIGTERM, self.record)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self.saved:
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 class GeneratorTest(unittest.TestCase):
@@ -300,6 +363,199 @@ class GeneratorTest(unittest.TestCase):
             self.assertEqual(self.code(generator), "lost")
             generator.close()  # lost: nothing to give back
             self.assertIsNone(stub.released)
+
+    def test_fork_closes_the_child(self) -> None:
+        # The parent's locks held at the fork by another thread (as the renewal thread may):
+        # the child's generator must not wait for them, issue, or release the parent's lease.
+        with Stub() as stub, Signals() as signals:
+            mono = self.clocks.mono_ns
+            generator = LeasedGenerator(Client(stub.url), terms(), mono, mono, clock=self.clocks)
+            first = generator.next_id()
+            generator._handle_signals()
+            held, done = threading.Event(), threading.Event()
+
+            def hold() -> None:
+                with generator._lock, generator._term_lock:
+                    held.set()
+                    done.wait(10)
+
+            holder = threading.Thread(target=hold)
+            holder.start()
+            self.assertTrue(held.wait(5))
+            reading, writing = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: report through the pipe, and never return
+                code = 1
+                try:
+                    os.close(reading)
+                    report: dict[str, object] = {"state": generator.state}
+                    for name, call in (("next_id", generator.next_id), ("next_ids", lambda: generator.next_ids(2))):
+                        try:
+                            report[name] = call()
+                        except IdgenError as error:
+                            report[name] = [error.code, str(error)]
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    signals.wait(5)
+                    report["received"] = signals.received
+                    report["handler restored"] = signal.getsignal(signal.SIGTERM) == signals.record
+                    generator.close()
+                    report["closed"] = generator.state
+                    os.write(writing, json.dumps(report).encode())
+                    code = 0
+                finally:
+                    os._exit(code)
+            os.close(writing)
+            done.set()
+            holder.join()
+            give_up = time.monotonic() + 10
+            status = None
+            while time.monotonic() < give_up:
+                finished, status = os.waitpid(pid, os.WNOHANG)
+                if finished:
+                    break
+                time.sleep(0.01)
+            else:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                os.close(reading)
+                self.fail("the forked child hung (a lock held at the fork)")
+            with os.fdopen(reading, "rb") as pipe:
+                result: Any = json.loads(pipe.read() or b"null")
+            self.assertEqual(status, 0, result)
+            fork_message = "inherited through fork"
+            self.assertEqual(result["state"], "closed")
+            for name in ("next_id", "next_ids"):
+                self.assertEqual(result[name][0], "closed", result)
+                self.assertIn(fork_message, result[name][1])
+            self.assertEqual(result["received"], [signal.SIGTERM])
+            self.assertTrue(result["handler restored"])
+            self.assertEqual(result["closed"], "closed")
+            # Nothing released by the child; the parent's generator goes on.
+            self.assertIsNone(stub.released)
+            self.assertEqual(generator.state, "valid")
+            self.assertEqual(generator.next_id(), first + 1)
+            generator.close()
+            self.assertEqual(stub.released, {"lastUsedMs": NOW_MS})
+
+    def test_release_on_signal_is_quick(self) -> None:
+        # A service that takes the connection and never answers.
+        with socket.socket() as blackhole, Signals() as signals:
+            blackhole.bind(("127.0.0.1", 0))
+            blackhole.listen(8)
+            client = Client(f"http://127.0.0.1:{blackhole.getsockname()[1]}", retries=1, timeout=4.0)
+            mono = self.clocks.mono_ns
+            generator = LeasedGenerator(client, terms(), mono, mono, clock=self.clocks)
+            generator.next_id()
+            generator._handle_signals()
+            start = time.monotonic()
+            os.kill(os.getpid(), signal.SIGTERM)
+            signals.wait(15)
+            took = time.monotonic() - start
+            # Passed on to the previous handler after one try of at most a second.
+            self.assertEqual(signals.received, [signal.SIGTERM])
+            self.assertLess(took, 2.5)
+            self.assertEqual(generator.state, "closed")
+            blackhole.setblocking(False)
+            tries = 0
+            while True:
+                try:
+                    blackhole.accept()[0].close()
+                except BlockingIOError:
+                    break
+                tries += 1
+            self.assertEqual(tries, 1)
+
+    def test_close_keeps_the_retries(self) -> None:
+        with Stub(busy_releases=1) as stub:
+            mono = self.clocks.mono_ns
+            generator = LeasedGenerator(Client(stub.url, backoff=0.01), terms(), mono, mono, clock=self.clocks)
+            generator.next_id()
+            generator.close()
+            self.assertEqual(stub.releases, 2)
+            self.assertEqual(stub.released, {"lastUsedMs": NOW_MS})
+
+    def test_renewal_for_another_lease(self) -> None:
+        with Stub() as stub:
+            mono = self.clocks.mono_ns
+            generator = LeasedGenerator(Client(stub.url, retries=0), terms(), mono, mono, clock=self.clocks)
+            answer = dict(terms(validUntilMs=NOW_MS + 10_000), layout=None)
+            for change in ({"leaseId": "0100"}, {"worker": 6}, {"datacenter": 4}, {"worker": True}, {"leaseId": None}):
+                stub.renewals, stub.renewed = 0, (200, dict(answer, **change))
+                self.assertTrue(generator._renew())
+            self.assertEqual((generator.renewals, generator.failed_renewals), (0, 5))
+            self.assertEqual(generator.terms["validUntilMs"], NOW_MS + 3000)
+            self.clocks.mono_ns += 3000 * MS
+            self.assertEqual(self.code(generator), "expired")
+            # Its own terms (and an answer without those fields) renew it.
+            self.clocks.mono_ns -= 3000 * MS
+            for body in (answer, {"validUntilMs": NOW_MS + 20_000, "serverNowMs": NOW_MS}):
+                stub.renewals, stub.renewed = 0, (200, body)
+                self.assertTrue(generator._renew())
+            self.assertEqual((generator.renewals, generator.failed_renewals), (2, 5))
+            self.assertEqual(generator.terms["validUntilMs"], NOW_MS + 20_000)
+            self.clocks.mono_ns += 3000 * MS
+            self.assertEqual(generator.state, "valid")
+
+    def test_renewal_during_a_batch(self) -> None:
+        # A batch of 40 ms on a term of 20: the renewal made 10 ms in must apply to the rest.
+        generator: LeasedGenerator | None = None
+
+        def renew() -> None:
+            assert generator is not None
+            thread = threading.Thread(target=generator._renew)
+            thread.start()
+            thread.join(1)  # the renewal does not wait for the batch
+
+        clocks = SteppingClock(NOW_MS + 10, renew)
+        with Stub((200, {"validUntilMs": NOW_MS + 10_000, "serverNowMs": NOW_MS})) as stub:
+            mono = clocks.mono_ns
+            generator = LeasedGenerator(
+                Client(stub.url, retries=0), terms(validUntilMs=NOW_MS + 20), mono, mono, clock=clocks
+            )
+            ids = generator.next_ids(4096 * 40)
+            self.assertEqual(generator.renewals, 1)
+            self.assertEqual(len(ids), 4096 * 40)
+            self.assertEqual(ids[-1] >> 22, NOW_MS + 39 - EPOCH_MS)
+            self.assertEqual(ids, sorted(set(ids)))
+
+    def test_renewal_never_overwrites_a_stop(self) -> None:
+        renewed = (200, {"validUntilMs": NOW_MS + 10_000, "serverNowMs": NOW_MS})
+        with Stub(renewed) as stub:
+            stub.gate = threading.Event()
+            mono = self.clocks.mono_ns
+            generator = LeasedGenerator(Client(stub.url, retries=0), terms(), mono, mono, clock=self.clocks)
+            results: list[bool] = []
+            thread = threading.Thread(target=lambda: results.append(generator._renew()))
+            thread.start()
+            self.assertTrue(stub.arrived.wait(5))
+            generator.close()  # while the renewal's request is under way
+            self.assertEqual(stub.released, {"lastUsedMs": NOW_MS - 1})
+            stub.gate.set()
+            thread.join(5)
+            self.assertEqual(results, [False])
+            self.assertEqual(stub.renewals, 1)
+            self.assertEqual(generator.renewals, 0)
+            self.assertEqual(generator._deadline_ns, _STOPPED)
+            self.assertEqual(self.code(generator), "closed")
+
+    def test_terms_end_at_the_layout_end(self) -> None:
+        # A layout of 2^40 ms that ends a second after NOW_MS: a mark past it is reported as
+        # the layout's end, the issuing limit.
+        end_ms = NOW_MS + 1000
+        epoch = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=end_ms - (1 << 40))
+        layout = {
+            "timeBits": 40,
+            "datacenterBits": 5,
+            "workerBits": 5,
+            "sequenceBits": 13,
+            "epoch": epoch.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        }
+        generator = self.generator(layout=layout, validUntilMs=NOW_MS + 3000)
+        self.assertEqual(generator.terms["validUntilMs"], end_ms)
+        self.clocks.wall_ms = end_ms - 1
+        self.assertEqual(generator.next_id() >> 23, (1 << 40) - 1)
+        self.clocks.wall_ms = end_ms
+        self.assertEqual(self.code(generator), "expired")
 
     def test_handle_signals_off_main_thread(self) -> None:
         errors: list[BaseException] = []

@@ -16,6 +16,19 @@ every reading that decides a date, a deadline or a resume instant included; only
   refuses; a clock ahead reaches the mark sooner and stops sooner.
 - A clock that steps back by up to `clock_back_tolerance_ms` (10) is ridden out on the last
   millisecond's sequence; further back, calls refuse until it has caught up.
+
+Locks. `_lock` (the issuing lock) guards the sequence (`_last_ms`, `_sequence`, `_base`) and
+is held by `next_id`, and by `next_ids` for its whole batch. The bounds the issuing path
+checks (`_deadline_ns`, `_limit_ms`) and `_state` are written only under `_term_lock`, a
+small lock never held across a request: a renewal (the renewal thread only) moves the bounds
+on, never back, after checking under that lock that the generator is still valid; close,
+lost and fork stop it. The issuing path reads them without a lock (reading an attribute is
+atomic) at each call of `next_id` and each millisecond of a `next_ids` batch, so a renewal
+that arrives during a long batch applies to the rest of it.
+
+Fork. A generator inherited by a forked child (multiprocessing's fork, gunicorn --preload)
+is closed in the child at once: its lease is the parent's. It issues nothing, releases
+nothing, and its signal handlers only pass the signal on.
 """
 
 from __future__ import annotations
@@ -26,6 +39,7 @@ import os
 import signal
 import threading
 import urllib.parse
+import weakref
 from datetime import datetime, timedelta, timezone
 from types import FrameType, TracebackType
 from typing import Any, Callable, Final, cast
@@ -39,6 +53,8 @@ __all__ = ["LeasedGenerator"]
 _VALID: Final = "valid"
 _LOST: Final = "lost"
 _CLOSED: Final = "closed"
+# Closed in a forked child: the lease is the parent's.
+_FORKED: Final = "forked"
 
 # The deadline of a closed or lost generator: every clock reading is past it, so the hot
 # path's one deadline check also stops it (and `_stopped` then says why).
@@ -46,6 +62,13 @@ _STOPPED: Final = -math.inf
 
 _UNIX_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS: Final = timedelta(milliseconds=1)
+
+# The release made from a SIGTERM or SIGINT handler is tried once, for at most this long: the
+# process is ending, and the number expires after its TTL anyway.
+_SIGNAL_RELEASE_TIMEOUT_S: Final = 1.0
+
+# The fields of a renewal's answer that must be the lease's own when present.
+_SAME_LEASE: Final = ("leaseId", "worker", "datacenter")
 
 _Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
@@ -98,6 +121,11 @@ def _check_terms(raw: object) -> tuple[LeaseTerms, int]:
     return cast(LeaseTerms, raw), epoch_ms
 
 
+def _is_same(value: object, held: object) -> bool:
+    """`value == held`, of the same type (so `True` is not the worker number 1)."""
+    return type(value) is type(held) and value == held
+
+
 def _expired() -> IdgenError:
     return IdgenError("idgen: the lease ran out: no renewal reached the service in time", code="expired")
 
@@ -111,7 +139,9 @@ class LeasedGenerator:
     """
 
     __slots__ = (
+        "__weakref__",
         "_lock",
+        "_term_lock",
         "_monotonic_ns",
         "_time_ns",
         "_clock",
@@ -127,7 +157,6 @@ class LeasedGenerator:
         "_node",
         "_max_sequence",
         "_tolerance_ms",
-        "_mark_ms",
         "_end_ms",
         "_client",
         "_terms",
@@ -182,16 +211,19 @@ class LeasedGenerator:
         self._end_ms = epoch_ms + (1 << layout["timeBits"])
         server_now = checked["serverNowMs"]
         self._resume_ns = received_ns + (checked["resumeAfterMs"] - server_now) * 1_000_000
-        # An int while valid; `_STOPPED` once closed or lost.
+        # An int while valid; `_STOPPED` once closed or lost. Written under `_term_lock` only.
         self._deadline_ns: float = sent_ns + (checked["validUntilMs"] - server_now) * 1_000_000
-        self._mark_ms = checked["validUntilMs"]
-        self._limit_ms = min(self._mark_ms, self._end_ms)
+        # The first millisecond no ID may be dated in: this holder's mark, or the layout's end
+        # if sooner. Written under `_term_lock` only.
+        self._limit_ms = min(checked["validUntilMs"], self._end_ms)
         # The first ID is dated after the previous holder's mark.
         self._last_ms = checked["resumeAfterMs"]
         self._sequence = self._max_sequence
         self._base = 0
         self._state: str = _VALID
+        # Reentrant: a signal handler may close the generator in a thread holding either.
         self._lock = threading.RLock()
+        self._term_lock = threading.RLock()
         self._renewals = 0
         self._failed_renewals = 0
         self._stop = threading.Event()
@@ -200,6 +232,7 @@ class LeasedGenerator:
         self._period_s = checked["renewEveryMs"] / 1000
         # A renewal gives up before the next is due.
         self._renew_timeout = max(0.01, min(client.timeout, self._period_s * 0.8))
+        _live.add(self)
 
     @classmethod
     def lease(
@@ -219,8 +252,8 @@ class LeasedGenerator:
         """Leases a worker number from the service at `url` and starts renewing it.
 
         `holder`: a name for operators (default `python pid N`); `handle_signals`: release
-        the number on SIGTERM and SIGINT, then end as the signal would (default True; only
-        from the main thread); `clock`: the `Clock` read for the lease request's timing and
+        the number on SIGTERM and SIGINT (one try of at most 1 s), then end as the signal
+        would (default True; only from the main thread); `clock`: the `Clock` read for the lease request's timing and
         by the generator (default `SystemClock()`). The other options are `Client`'s. A full
         range is an IdgenError with status 409.
         """
@@ -303,7 +336,10 @@ class LeasedGenerator:
 
     def next_ids(self, count: int) -> list[int]:
         """`count` IDs, increasing (see `next_id`): the checks once per millisecond, the
-        millisecond's sequence taken at once."""
+        millisecond's sequence taken at once. A long batch is checked against the deadline
+        and the mark as they are at each millisecond, so a renewal that arrives during it
+        counts, and a close or a loss stops it at the next millisecond (an IdgenError: the
+        IDs already made in the batch are not returned)."""
         if isinstance(count, bool) or not isinstance(count, int):
             raise TypeError(f"idgen: count must be a whole number; got {count!r}")
         if count < 0:
@@ -315,6 +351,8 @@ class LeasedGenerator:
             monotonic_ns = self._monotonic_ns
             time_ns = self._time_ns
             while left:
+                # The bounds read afresh each millisecond: the renewal thread moves them on
+                # without this lock.
                 mono = monotonic_ns()
                 if mono >= self._deadline_ns:
                     raise self._stopped()
@@ -367,7 +405,7 @@ class LeasedGenerator:
         return base
 
     def _stopped(self) -> IdgenError:
-        """Why the deadline check failed: closed or lost (`_STOPPED`), else expired."""
+        """Why the deadline check failed: closed, lost or forked (`_STOPPED`), else expired."""
         if self._state != _VALID:
             return self._refusal()
         return _expired()
@@ -376,6 +414,12 @@ class LeasedGenerator:
         state = self._state
         if state == _LOST:
             return IdgenError("idgen: the lease is lost: the service gave the number up", code="lost")
+        if state == _FORKED:
+            return IdgenError(
+                "idgen: the generator is closed: it was inherited through fork, and its lease is "
+                "the parent process's; a process must lease its own generator",
+                code="closed",
+            )
         return IdgenError(f"idgen: the lease is {state}", code="closed")
 
     def _not_yet(self, mono: int) -> IdgenError:
@@ -396,10 +440,11 @@ class LeasedGenerator:
 
     @property
     def terms(self) -> LeaseTerms:
-        """The terms the service gave, with the latest `validUntilMs`."""
+        """The terms the service gave, with the latest `validUntilMs` (no later than the
+        layout's end: the first millisecond no ID may be dated in)."""
         terms = self._terms.copy()
         terms["layout"] = self._terms["layout"].copy()
-        terms["validUntilMs"] = self._mark_ms
+        terms["validUntilMs"] = self._limit_ms
         return terms
 
     @property
@@ -427,8 +472,8 @@ class LeasedGenerator:
 
     @property
     def state(self) -> State:
-        """`valid`, `lost` (the service answered 410 or 404), `closed`, or `expired` (past
-        the deadline)."""
+        """`valid`, `lost` (the service answered 410 or 404), `closed` (by `close()`, a
+        signal, or inherited through fork), or `expired` (past the deadline)."""
         state = self._state
         if state == _VALID:
             return "expired" if self._monotonic_ns() >= self._deadline_ns else "valid"
@@ -457,11 +502,13 @@ class LeasedGenerator:
                 if not self._renew():
                     return
             except Exception:  # never let the thread die while the lease is valid
-                with self._lock:
+                with self._term_lock:
                     self._failed_renewals += 1
 
     def _renew(self) -> bool:
-        """One renewal; False once there is nothing more to renew."""
+        """One renewal; False once there is nothing more to renew. Called by the renewal
+        thread only (the one writer that moves the bounds on); never takes the issuing lock,
+        so it applies during a `next_ids` batch."""
         if self._state != _VALID:
             return False
         sent_ns = 0
@@ -483,19 +530,25 @@ class LeasedGenerator:
                 answer = response.json()
             except ValueError:
                 answer = None
-            if isinstance(answer, dict):
+            # Terms for another lease (a leaseId, worker or datacenter not this one's) are no
+            # renewal of this one: kept as a failed renewal.
+            if isinstance(answer, dict) and all(
+                name not in answer or _is_same(answer[name], self._terms[name]) for name in _SAME_LEASE
+            ):
                 until, server_now = answer.get("validUntilMs"), answer.get("serverNowMs")
                 if _is_int(until) and _is_int(server_now):
                     renewed = (cast(int, until), cast(int, server_now))
-        with self._lock:
+        with self._term_lock:
+            # Checked under the lock the stops are written under: a close, a loss or a fork
+            # is never overwritten by a later deadline.
             if self._state != _VALID:
                 return False
             if renewed is not None:
                 until, server_now = renewed
+                # Moved on, never back. The deadline first: the issuing path reads both
+                # without a lock, and each bound holds on its own.
                 self._deadline_ns = max(self._deadline_ns, sent_ns + (until - server_now) * 1_000_000)
-                if until > self._mark_ms:
-                    self._mark_ms = until
-                    self._limit_ms = min(until, self._end_ms)
+                self._limit_ms = max(self._limit_ms, min(until, self._end_ms))
                 self._renewals += 1
             elif response is not None and response.status in (404, 410):
                 self._state = _LOST
@@ -523,17 +576,30 @@ class LeasedGenerator:
     def _close(self, *, from_signal: bool) -> None:
         self._stop.set()
         self._restore_signals()
-        with self._lock:
+        with self._term_lock:
             if self._state != _VALID:
                 return
             self._state = _CLOSED
             self._deadline_ns = _STOPPED
+        # No ID is begun from here on; one under way (a batch stops at its next millisecond)
+        # ends before the issuing lock is ours, so the last millisecond read is the last used.
+        with self._lock:
             last_used = max(self._last_ms, self._terms["resumeAfterMs"])
             if from_signal:
                 # The handler may have interrupted a next_id of this thread that read the clock
                 # and will still return its ID: cover it.
                 last_used = max(last_used, min(self._time_ns() // 1_000_000, self._limit_ms - 1))
-        response = self._client.request("DELETE", self._lease_path, {"lastUsedMs": last_used})
+        if from_signal:
+            # The process is ending: one quick try (the number expires after its TTL anyway).
+            response = self._client.request(
+                "DELETE",
+                self._lease_path,
+                {"lastUsedMs": last_used},
+                retries=0,
+                timeout=min(_SIGNAL_RELEASE_TIMEOUT_S, self._client.timeout),
+            )
+        else:
+            response = self._client.request("DELETE", self._lease_path, {"lastUsedMs": last_used})
         thread = self._thread
         if not from_signal and thread is not None and thread is not threading.current_thread():
             thread.join(self._renew_timeout + 0.5)
@@ -561,10 +627,43 @@ class LeasedGenerator:
         for number, handler, _ in self._signals:
             if number == signum:
                 previous = handler if handler is not None else signal.SIG_DFL
-        try:
-            self._close(from_signal=True)
-        except Exception:  # the number then expires after its TTL
-            pass
+        if self._state == _FORKED:
+            # A forked child's: the lease is the parent's. Only pass the signal on.
+            self._restore_signals()
+        else:
+            try:
+                self._close(from_signal=True)
+            except Exception:  # the number then expires after its TTL
+                pass
         # Then end as the signal would have.
         signal.signal(signum, previous)
         os.kill(os.getpid(), signum)
+
+    # -- fork ---------------------------------------------------------------------------------
+
+    def _inherited(self) -> None:
+        """In a forked child, at once (its only thread): closed, with nothing to release.
+        Fresh locks and event: one held by a parent's thread at the fork stays held in the
+        child, whose copy of that thread does not run."""
+        self._lock = threading.RLock()
+        self._term_lock = threading.RLock()
+        self._stop = threading.Event()
+        self._stop.set()
+        self._thread = None
+        self._state = _FORKED
+        self._deadline_ns = _STOPPED
+
+
+# Every generator of this process, for the fork hook.
+_live: weakref.WeakSet[LeasedGenerator] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for generator in list(_live):
+        try:
+            generator._inherited()
+        except Exception:  # pragma: no cover - nothing above raises; never fail a fork
+            pass
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
