@@ -29,6 +29,9 @@
 //! | sequence | 12 | 2^12 = 4,096 IDs per millisecond per node: 4,096,000 per second |
 //!
 //! Other splits adding up to 63 bits, and other epochs, are a [`Layout::new`] away.
+//! Layouts that other systems' IDs follow are [`Preset`]s: Twitter's fits a [`Layout`]
+//! (this crate makes its IDs); Discord's, Instagram's, Sonyflake's and Mastodon's do not
+//! (64 bits, other fields, 10 ms ticks) and are read with [`Preset::decode`].
 //!
 //! For thread pools, [`ShardedGenerator`] holds one generator per core, each with its own
 //! worker number, and pins every thread to one of them: threads on different cores then
@@ -249,7 +252,7 @@ pub use error::{Error, Field, ParseIdError};
 pub use lease::{LeasedGenerator, LeasedShardedGenerator};
 pub use snowflake::{
     Base32, Builder, DEFAULT_CLOCK_BACK_TOLERANCE_MS, DEFAULT_EPOCH_UNIX_MS, Generator, Id,
-    IdParts, Layout,
+    IdParts, Layout, NotAPresetId, Preset, PresetField, PresetParts, UnknownPreset,
 };
 #[cfg(not(idgen_loom))]
 pub use snowflake::{ShardedBuilder, ShardedGenerator};

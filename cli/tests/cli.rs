@@ -165,6 +165,101 @@ fn decode_reports_every_bad_id_and_fails() {
 }
 
 #[test]
+fn presets_read_other_systems_ids_and_make_twitters() {
+    // The example of Discord's API documentation, and a Discord ID past 2^63.
+    let (status, stdout, stderr) = idgen(&[
+        "decode",
+        "--preset",
+        "discord",
+        "175928847299117063",
+        "18446744073709551615",
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            "175928847299117063  2016-04-30T11:18:25.796Z  worker 1  process 0  increment 7",
+            "18446744073709551615  2154-05-15T07:35:11.103Z  worker 31  process 31  increment 4095",
+        ]
+    );
+    // Mastodon's field name has a space: camel case in JSON.
+    let (status, stdout, stderr) = idgen(&[
+        "decode",
+        "--json",
+        "--preset",
+        "Mastodon",
+        "98850828346879853",
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&stdout).unwrap(),
+        serde_json::json!({"id": "98850828346879853", "preset": "mastodon",
+                           "createdAt": "2017-10-18T16:25:38.398Z", "unixMs": 1_508_343_938_398u64,
+                           "sequenceData": 28525})
+    );
+    // Bad IDs for the preset, each named; the good one still decoded.
+    let (status, stdout, stderr) = idgen(&[
+        "decode",
+        "--preset",
+        "twitter",
+        "1541815603606036480",
+        "9223372036854775808",
+        "+1",
+        "0123",
+        "18446744073709551616",
+    ]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        "1541815603606036480  2022-06-28T16:07:40.105Z  datacenter 11  worker 26  sequence 0"
+    );
+    for bad in [
+        "9223372036854775808 is not a twitter ID",
+        "\"+1\"",
+        "\"0123\"",
+        "\"18446744073709551616\"",
+    ] {
+        assert!(stderr.contains(bad), "{bad}: {stderr}");
+    }
+    // An unknown preset, a preset beside the layout flags, a read-only preset where IDs
+    // are made: refused with why.
+    let (status, _, stderr) = idgen(&["decode", "--preset", "snowflake", "1"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains("one of twitter, discord"), "{stderr}");
+    let (status, _, stderr) = idgen(&["layout", "--preset", "twitter", "--time-bits", "40"]);
+    assert_eq!(status.code(), Some(2));
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+    let dir = new_lease_dir("presets");
+    let dir = dir.to_str().unwrap();
+    let (status, _, stderr) = idgen(&["next", "--preset", "sonyflake", "--lease-dir", dir]);
+    assert_eq!(status.code(), Some(2));
+    assert!(
+        stderr.contains("idgen decode --preset sonyflake"),
+        "{stderr}"
+    );
+    // Twitter's fits: idgen makes its IDs, and reads them back under the preset.
+    let (status, stdout, stderr) =
+        idgen(&["next", "-n", "3", "--preset", "twitter", "--lease-dir", dir]);
+    assert!(status.success(), "{stderr}");
+    let ids: Vec<&str> = stdout.lines().collect();
+    assert_eq!(ids.len(), 3);
+    let now = common::unix_ms();
+    let mut args = vec!["decode", "--json", "--preset", "twitter"];
+    args.extend(&ids);
+    let (status, stdout, stderr) = idgen(&args);
+    assert!(status.success(), "{stderr}");
+    for line in stdout.lines() {
+        let decoded: serde_json::Value = serde_json::from_str(line).unwrap();
+        let made = decoded["unixMs"].as_u64().unwrap();
+        assert!(
+            made <= now && now - made < 60_000,
+            "{line} is not from now ({now})"
+        );
+        assert_eq!(decoded["datacenter"], 0, "{line}");
+    }
+}
+
+#[test]
 fn layout_shows_the_arithmetic_and_refuses_bad_layouts() {
     let (status, stdout, _) = idgen(&["layout"]);
     assert!(status.success());

@@ -3,6 +3,8 @@
 //! per core.
 //!
 //! - `layout.rs`, `id.rs`: the bit maths and the ID type with its text forms. Pure.
+//! - `presets.rs`: well-known layouts of other systems' IDs, to decode, and to make where
+//!   they fit a [`Layout`]. Pure.
 //! - `node.rs`: the node a generator issues as and its lease ceiling, packed in one word.
 //! - `generator.rs`, `builder.rs`: the generator over the shared engine, and its
 //!   configuration.
@@ -19,6 +21,7 @@ mod generator;
 mod id;
 mod layout;
 mod node;
+mod presets;
 mod resume;
 #[cfg(not(idgen_loom))]
 mod sharded;
@@ -27,6 +30,7 @@ pub use self::builder::{Builder, DEFAULT_CLOCK_BACK_TOLERANCE_MS};
 pub use self::generator::Generator;
 pub use self::id::{Base32, Id};
 pub use self::layout::{DEFAULT_EPOCH_UNIX_MS, IdParts, Layout};
+pub use self::presets::{NotAPresetId, Preset, PresetField, PresetParts, UnknownPreset};
 #[cfg(not(idgen_loom))]
 pub(crate) use self::sharded::Pins;
 #[cfg(not(idgen_loom))]

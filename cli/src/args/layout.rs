@@ -1,13 +1,22 @@
 //! The layout flags shared by every subcommand.
 
 use clap::Args;
-use idgen::Layout;
+use idgen::{Layout, Preset};
 
 use crate::failure::Failure;
 use crate::time::parse_rfc3339_ms;
 
 #[derive(Args, Clone)]
 pub struct LayoutArgs {
+    /// A well-known layout instead of the five flags below: twitter (made and read),
+    /// discord, instagram, sonyflake, mastodon (read only: `idgen decode --preset NAME`).
+    #[arg(
+        long,
+        env = "IDGEN_PRESET",
+        value_name = "NAME",
+        conflicts_with_all = ["time_bits", "datacenter_bits", "worker_bits", "sequence_bits", "epoch"]
+    )]
+    preset: Option<String>,
     /// Bits of milliseconds since the epoch.
     #[arg(long, default_value_t = 41, env = "IDGEN_TIME_BITS")]
     time_bits: u32,
@@ -26,7 +35,28 @@ pub struct LayoutArgs {
 }
 
 impl LayoutArgs {
+    /// The preset named by `--preset`, if any.
+    pub fn preset(&self) -> Result<Option<Preset>, Failure> {
+        self.preset
+            .as_deref()
+            .map(|name| {
+                name.parse::<Preset>()
+                    .map_err(|error| Failure::input(format!("--preset: {error}")))
+            })
+            .transpose()
+    }
+
+    /// The layout the flags describe; a preset that fits none is refused, saying so.
     pub fn layout(&self) -> Result<Layout, Failure> {
+        if let Some(preset) = self.preset()? {
+            return preset.layout().ok_or_else(|| {
+                Failure::input(format!(
+                    "--preset {preset}: its IDs are not time | datacenter | worker | \
+                     sequence in 63 bits of milliseconds, so idgen cannot make them; it reads \
+                     them: idgen decode --preset {preset} ID..."
+                ))
+            });
+        }
         let epoch_unix_ms: i64 = if !self.epoch.is_empty()
             && self.epoch.bytes().all(|b| b.is_ascii_digit() || b == b'-')
         {

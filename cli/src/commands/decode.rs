@@ -1,17 +1,22 @@
 //! `idgen decode`: what IDs of any kind say, as lines or JSON.
 
 use clap::Args;
+use idgen::Preset;
+use idgen_cli::input::shown;
+use serde_json::{Map, Value};
 
 use crate::api::Decoded;
 use crate::args::layout::LayoutArgs;
 use crate::decoding::decode_any;
 use crate::failure::Failure;
 use crate::output::json_text;
+use crate::time::rfc3339_ms;
 
 #[derive(Args)]
 pub struct DecodeArgs {
     /// IDs: Snowflake IDs in canonical decimal or 13-character base32, UUIDv7s (36
-    /// characters) or ULIDs (26). Opaque IDs are decoded by `idgen opaque decode`.
+    /// characters) or ULIDs (26); with --preset, that preset's IDs in decimal (0 to
+    /// 2^64 - 1 where it uses all 64 bits). Opaque IDs are decoded by `idgen opaque decode`.
     #[arg(required = true)]
     ids: Vec<String>,
     /// One JSON object per ID, one per line.
@@ -23,6 +28,9 @@ pub struct DecodeArgs {
 
 impl DecodeArgs {
     pub fn run(self) -> Result<(), Failure> {
+        if let Some(preset) = self.layout.preset()? {
+            return self.run_preset(preset);
+        }
         let layout = self.layout.layout()?;
         let mut bad = Vec::new();
         for text in &self.ids {
@@ -39,6 +47,78 @@ impl DecodeArgs {
             Err(Failure::input(bad.join("\nidgen: ")))
         }
     }
+}
+
+impl DecodeArgs {
+    /// Decodes with a preset: its own fields, by its owner's names.
+    fn run_preset(self, preset: Preset) -> Result<(), Failure> {
+        let mut bad = Vec::new();
+        for text in &self.ids {
+            match parse_u64(text).and_then(|id| {
+                preset
+                    .decode(id)
+                    .map(|parts| (id, parts))
+                    .map_err(|error| error.to_string())
+            }) {
+                Ok((id, parts)) if self.json => {
+                    let mut object = Map::new();
+                    object.insert("id".into(), Value::String(id.to_string()));
+                    object.insert("preset".into(), Value::String(preset.name().into()));
+                    object.insert("createdAt".into(), Value::String(rfc3339_ms(parts.unix_ms)));
+                    object.insert("unixMs".into(), Value::from(parts.unix_ms));
+                    for (name, value) in &parts.fields {
+                        object.insert(camel_case(name), Value::from(*value));
+                    }
+                    println!("{}", Value::Object(object));
+                }
+                Ok((id, parts)) => {
+                    let fields: Vec<String> = parts
+                        .fields
+                        .iter()
+                        .map(|(name, value)| format!("{name} {value}"))
+                        .collect();
+                    println!("{id}  {}  {}", rfc3339_ms(parts.unix_ms), fields.join("  "));
+                }
+                Err(reason) => bad.push(reason),
+            }
+        }
+        if bad.is_empty() {
+            Ok(())
+        } else {
+            Err(Failure::input(bad.join("\nidgen: ")))
+        }
+    }
+}
+
+/// A decimal ID of up to 64 bits: digits only, no sign, no leading zero.
+fn parse_u64(text: &str) -> Result<u64, String> {
+    let canonical = !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
+    canonical
+        .then(|| text.parse::<u64>().ok())
+        .flatten()
+        .ok_or_else(|| {
+            format!(
+                "invalid ID {:?}: a decimal number from 0 to 18446744073709551615, no sign or \
+                 leading zero",
+                shown(text)
+            )
+        })
+}
+
+/// `sequence data` as `sequenceData`, for JSON keys.
+fn camel_case(name: &str) -> String {
+    let mut words = name.split(' ');
+    let mut key = words.next().unwrap_or_default().to_owned();
+    for word in words {
+        let mut letters = word.chars();
+        if let Some(first) = letters.next() {
+            key.extend(first.to_uppercase());
+            key.push_str(letters.as_str());
+        }
+    }
+    key
 }
 
 /// One line of `idgen decode`'s text output for a decoded ID.
