@@ -193,10 +193,26 @@ fn presets_read_other_systems_ids_and_make_twitters() {
     assert!(status.success(), "{stderr}");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&stdout).unwrap(),
-        serde_json::json!({"id": "98850828346879853", "preset": "mastodon",
+        serde_json::json!({"id": "98850828346879853", "kind": "snowflake", "preset": "mastodon",
                            "createdAt": "2017-10-18T16:25:38.398Z", "unixMs": 1_508_343_938_398u64,
                            "sequenceData": 28525})
     );
+    assert!(
+        stdout.starts_with(r#"{"id":"98850828346879853","kind":"snowflake","#),
+        "{stdout}"
+    );
+    // The variable, as the flag; empty, as unset.
+    let discord = [("IDGEN_PRESET", std::path::Path::new("discord"))];
+    let (status, stdout, stderr) = idgen_with_env(&["decode", "175928847299117063"], &discord);
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stdout.ends_with("worker 1  process 0  increment 7\n"),
+        "{stdout}"
+    );
+    let empty = [("IDGEN_PRESET", std::path::Path::new(""))];
+    let (status, stdout, stderr) = idgen_with_env(&["decode", "385628494224322560"], &empty);
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains("2026-11-30"), "{stdout}");
     // Bad IDs for the preset, each named; the good one still decoded.
     let (status, stdout, stderr) = idgen(&[
         "decode",
@@ -214,7 +230,8 @@ fn presets_read_other_systems_ids_and_make_twitters() {
         "1541815603606036480  2022-06-28T16:07:40.105Z  datacenter 11  worker 26  sequence 0"
     );
     for bad in [
-        "9223372036854775808 is not a twitter ID",
+        "invalid twitter ID \"9223372036854775808\"",
+        "from 0 to 9223372036854775807",
         "\"+1\"",
         "\"0123\"",
         "\"18446744073709551616\"",

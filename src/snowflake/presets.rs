@@ -34,7 +34,7 @@ pub enum Preset {
     /// the tick and the start configurable; this is v1's layout.)
     Sonyflake,
     /// Mastodon's: 48 bits of Unix ms, then 16 bits of sequence data (a hash and a counter,
-    /// no field to read); the top bit unused in practice (a PostgreSQL `bigint`).
+    /// no field to read); IDs below 2^63 (a PostgreSQL `bigint`).
     Mastodon,
 }
 
@@ -98,7 +98,7 @@ const fn field(name: &'static str, bits: u32) -> PresetField {
 
 impl Preset {
     /// Every preset.
-    pub const ALL: [Preset; 5] = [
+    pub const ALL: &'static [Preset] = &[
         Preset::Twitter,
         Preset::Discord,
         Preset::Instagram,
@@ -170,7 +170,7 @@ impl Preset {
         }
     }
 
-    /// How many bits its IDs use: 64, or 63 with the top bit unused.
+    /// How many bits its fields span, the time's included: 63 or 64.
     pub const fn id_bits(self) -> u32 {
         let fields = self.fields();
         let mut bits = self.time_bits();
@@ -182,12 +182,13 @@ impl Preset {
         bits
     }
 
-    /// Its largest ID.
+    /// Its largest ID: 2^64 − 1 for Discord's and Instagram's, which use all 64 bits;
+    /// 2^63 − 1 for the others (Mastodon's fields span 64 bits, but its IDs are PostgreSQL
+    /// `bigint`s).
     pub const fn max_id(self) -> u64 {
-        if self.id_bits() == 64 {
-            u64::MAX
-        } else {
-            (1 << self.id_bits()) - 1
+        match self {
+            Preset::Discord | Preset::Instagram => u64::MAX,
+            Preset::Twitter | Preset::Sonyflake | Preset::Mastodon => i64::MAX as u64,
         }
     }
 
@@ -209,8 +210,12 @@ impl Preset {
         }
     }
 
-    /// What `id` says under this preset; an error for an ID that sets a bit the preset
-    /// leaves unused (above 2^63 − 1 for Twitter, Sonyflake and Mastodon).
+    /// What `id` says under this preset; an error above its [`Preset::max_id`] (2^63 − 1
+    /// for Twitter, Sonyflake and Mastodon).
+    ///
+    /// Any ID up to that decodes, IDs the owner made before adopting the layout too:
+    /// Twitter's from before November 2010 and Mastodon's from before 2017 were counters,
+    /// and read as dates near the epoch.
     ///
     /// ```
     /// use idgen::Preset;
@@ -249,7 +254,8 @@ impl FromStr for Preset {
     /// A preset by its name, in any case.
     fn from_str(name: &str) -> Result<Preset, UnknownPreset> {
         Preset::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|preset| preset.name().eq_ignore_ascii_case(name))
             .ok_or_else(|| UnknownPreset(name.to_owned()))
     }
@@ -391,13 +397,15 @@ mod tests {
     #[test]
     fn names_and_widths() {
         for preset in Preset::ALL {
-            assert_eq!(preset.name().parse::<Preset>(), Ok(preset));
-            assert_eq!(preset.name().to_uppercase().parse::<Preset>(), Ok(preset));
+            assert_eq!(preset.name().parse::<Preset>(), Ok(*preset));
+            assert_eq!(preset.name().to_uppercase().parse::<Preset>(), Ok(*preset));
             let bits = preset.id_bits();
             assert!(bits == 63 || bits == 64, "{preset}: {bits}");
-            assert_eq!(preset.layout().is_some(), preset == Preset::Twitter);
-            let error = preset.decode(u64::MAX).err();
-            assert_eq!(error.is_some(), bits == 63, "{preset}");
+            assert_eq!(preset.layout().is_some(), *preset == Preset::Twitter);
+            let all_64 = matches!(preset, Preset::Discord | Preset::Instagram);
+            assert_eq!(preset.decode(1 << 63).is_ok(), all_64, "{preset}");
+            assert_eq!(preset.decode(u64::MAX).is_ok(), all_64, "{preset}");
+            assert!(preset.decode((1 << 63) - 1).is_ok(), "{preset}");
         }
         let unknown = "snowflake".parse::<Preset>().unwrap_err();
         assert_eq!(

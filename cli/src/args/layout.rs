@@ -37,8 +37,10 @@ pub struct LayoutArgs {
 impl LayoutArgs {
     /// The preset named by `--preset`, if any.
     pub fn preset(&self) -> Result<Option<Preset>, Failure> {
+        // An empty IDGEN_PRESET is no preset, as an unset one is.
         self.preset
             .as_deref()
+            .filter(|name| !name.is_empty())
             .map(|name| {
                 name.parse::<Preset>()
                     .map_err(|error| Failure::input(format!("--preset: {error}")))

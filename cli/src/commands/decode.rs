@@ -3,7 +3,7 @@
 use clap::Args;
 use idgen::Preset;
 use idgen_cli::input::shown;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::api::Decoded;
 use crate::args::layout::LayoutArgs;
@@ -54,22 +54,32 @@ impl DecodeArgs {
     fn run_preset(self, preset: Preset) -> Result<(), Failure> {
         let mut bad = Vec::new();
         for text in &self.ids {
-            match parse_u64(text).and_then(|id| {
+            match parse_u64(text, preset).and_then(|id| {
                 preset
                     .decode(id)
                     .map(|parts| (id, parts))
                     .map_err(|error| error.to_string())
             }) {
                 Ok((id, parts)) if self.json => {
-                    let mut object = Map::new();
-                    object.insert("id".into(), Value::String(id.to_string()));
-                    object.insert("preset".into(), Value::String(preset.name().into()));
-                    object.insert("createdAt".into(), Value::String(rfc3339_ms(parts.unix_ms)));
-                    object.insert("unixMs".into(), Value::from(parts.unix_ms));
+                    // Written by hand to keep the keys in the order plain `decode` has.
+                    let mut pairs = vec![
+                        ("id".to_owned(), Value::String(id.to_string())),
+                        ("kind".to_owned(), Value::String("snowflake".into())),
+                        ("preset".to_owned(), Value::String(preset.name().into())),
+                        (
+                            "createdAt".to_owned(),
+                            Value::String(rfc3339_ms(parts.unix_ms)),
+                        ),
+                        ("unixMs".to_owned(), Value::from(parts.unix_ms)),
+                    ];
                     for (name, value) in &parts.fields {
-                        object.insert(camel_case(name), Value::from(*value));
+                        pairs.push((camel_case(name), Value::from(*value)));
                     }
-                    println!("{}", Value::Object(object));
+                    let members: Vec<String> = pairs
+                        .iter()
+                        .map(|(key, value)| format!("{}:{value}", Value::String(key.clone())))
+                        .collect();
+                    println!("{{{}}}", members.join(","));
                 }
                 Ok((id, parts)) => {
                     let fields: Vec<String> = parts
@@ -90,19 +100,21 @@ impl DecodeArgs {
     }
 }
 
-/// A decimal ID of up to 64 bits: digits only, no sign, no leading zero.
-fn parse_u64(text: &str) -> Result<u64, String> {
+/// A decimal ID of `preset`: digits only, no sign, no leading zero, at most its largest.
+fn parse_u64(text: &str, preset: Preset) -> Result<u64, String> {
     let canonical = !text.is_empty()
         && text.bytes().all(|b| b.is_ascii_digit())
         && (text == "0" || !text.starts_with('0'));
     canonical
         .then(|| text.parse::<u64>().ok())
         .flatten()
+        .filter(|&id| id <= preset.max_id())
         .ok_or_else(|| {
             format!(
-                "invalid ID {:?}: a decimal number from 0 to 18446744073709551615, no sign or \
-                 leading zero",
-                shown(text)
+                "invalid {preset} ID {:?} (--preset, or IDGEN_PRESET): a decimal number from 0 \
+                 to {}, no sign or leading zero",
+                shown(text),
+                preset.max_id()
             )
         })
 }
