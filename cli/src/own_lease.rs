@@ -137,19 +137,30 @@ impl OwnLease {
                 // store failed a request (a member lost, an election): it answered at
                 // start, so that is an outage to wait out within the same bound; giving up
                 // would stop a service that waits for a number whenever a member is lost.
+                // Or the only free number's mark is further ahead of this clock than a start
+                // may wait (its holder's clock ran ahead of this one's): the number was given
+                // back untouched, and this clock passes the mark in time.
                 Err(error)
                     if Instant::now() < gives_up
                         && !self.watch.is_cancelled()
                         && (matches!(error, idgen::Error::LeaseRangeFull { held, .. } if held > 0)
-                            || matches!(error, idgen::Error::LeaseStore { .. })) =>
+                            || matches!(
+                                error,
+                                idgen::Error::LeaseStore { .. }
+                                    | idgen::Error::ClockBehindMark { .. }
+                            )) =>
                 {
                     let why = error.to_string();
                     if Instant::now() >= next_report {
-                        let what = if matches!(error, idgen::Error::LeaseStore { .. }) {
-                            "trying again"
-                        } else {
-                            "waiting for one to come free (a holder that crashed frees its \
-                             number within its TTL)"
+                        let what = match error {
+                            idgen::Error::LeaseStore { .. } => "trying again",
+                            idgen::Error::ClockBehindMark { .. } => {
+                                "waiting for this clock to pass it (are the hosts' clocks apart?)"
+                            }
+                            _ => {
+                                "waiting for one to come free (a holder that crashed frees its \
+                                 number within its TTL)"
+                            }
                         };
                         tracing::warn!(
                             "{why}; {what}, for at most {} s more",
