@@ -145,6 +145,14 @@
 //!   UUID of another version as a [`Uuid7`], is an error.
 //! - `sqlx`: the same two as sqlx's `Type`/`Encode`/`Decode` for PostgreSQL, arrays
 //!   included (`WHERE id = ANY($1)` with a slice of IDs).
+//! - `tokio`: `async` counterparts of the calls that can wait, sleeping on Tokio's timers
+//!   instead of holding their thread: [`Generator::next_id_async`] and
+//!   [`Generator::next_ids_async`] (a leased generator has them too, through `Deref`),
+//!   [`LeasedBuilder::acquire_async`](lease::LeasedBuilder::acquire_async) on every store
+//!   (each request to the store on Tokio's blocking pool, every wait on a timer) with
+//!   [`LeasedGenerator::release_async`](lease::LeasedGenerator::release_async), and
+//!   `BlockAllocator::next_async` / `next_n_async`. The sync calls are unchanged; both kinds
+//!   share one generator.
 //!
 //! # IDs as time bounds
 //!

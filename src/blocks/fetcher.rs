@@ -36,6 +36,9 @@ pub(super) struct Shared {
     pub(super) state: Mutex<State>,
     /// Signalled when a fetch ends, a block is installed, a fetch is wanted, or on close.
     pub(super) changed: Condvar,
+    /// `changed` for the async callers (`next_async`), signalled with it.
+    #[cfg(feature = "tokio")]
+    pub(super) changed_async: tokio::sync::Notify,
     pub(super) round_trips: AtomicU64,
     pub(super) failed_round_trips: AtomicU64,
     pub(super) waits: AtomicU64,
@@ -103,6 +106,8 @@ impl Shared {
                 ..State::default()
             }),
             changed: Condvar::new(),
+            #[cfg(feature = "tokio")]
+            changed_async: tokio::sync::Notify::new(),
             round_trips: AtomicU64::new(0),
             failed_round_trips: AtomicU64::new(0),
             waits: AtomicU64::new(0),
@@ -148,6 +153,13 @@ impl Shared {
             .0
     }
 
+    /// Wakes everyone waiting on `changed`, thread or task.
+    pub(super) fn signal(&self) {
+        self.changed.notify_all();
+        #[cfg(feature = "tokio")]
+        self.changed_async.notify_waiters();
+    }
+
     /// The taker of the refill point asks the fetcher for the next block.
     #[inline]
     pub(super) fn after_take(&self, first: u64, upto: u64) {
@@ -167,10 +179,10 @@ impl Shared {
         }
         if self.fetcher_parked.load(Ordering::SeqCst) {
             match locked {
-                Some(_) => self.changed.notify_all(),
+                Some(_) => self.signal(),
                 None => {
                     let _state = self.lock();
-                    self.changed.notify_all();
+                    self.signal();
                 }
             }
         }
@@ -184,38 +196,12 @@ impl Shared {
         let mut counted = false;
         let mut polled = false;
         loop {
-            if state.closed {
-                return Err(Error::AllocatorClosed {
-                    sequence: self.sequence.to_string(),
-                });
+            if let Some(decided) = self.refill_decided(&mut state, &mut counted) {
+                return decided;
             }
-            if !self.cursor.is_used_up() {
-                return Ok(()); // another caller installed a block
-            }
-            if let Some(grant) = state.prefetched.take() {
-                self.ready.store(false, Ordering::Release);
-                return self.install(&mut state, grant);
-            }
-            if state.exhausted {
-                return Err(Error::SequenceExhausted {
-                    sequence: self.sequence.to_string(),
-                });
-            }
-            if !counted {
-                counted = true;
-                self.waits.fetch_add(1, Ordering::Relaxed);
-            }
-            self.want_fetch(Some(&state));
             let now = Instant::now();
             if deadline.is_some_and(|deadline| now >= deadline) {
-                return Err(Error::BlocksUnavailable {
-                    sequence: self.sequence.to_string(),
-                    waited_ms: self.config.max_wait.as_millis() as u64,
-                    reason: state
-                        .last_error
-                        .as_ref()
-                        .map_or_else(|| "the store has not answered".into(), |e| e.to_string()),
-                });
+                return Err(self.unavailable(&state));
             }
             if !polled && state.last_error.is_none() {
                 // Poll briefly, without the lock, before blocking.
@@ -234,6 +220,51 @@ impl Shared {
                 None => self.wait(state),
             };
             state.waiters -= 1;
+        }
+    }
+
+    /// What a caller that ran out does now, under the lock: `Some` when it is decided (a
+    /// block became current, or the allocator cannot serve), `None` when it must wait for
+    /// the fetcher (which it has asked for a block). Counts the caller's wait once.
+    pub(super) fn refill_decided(
+        &self,
+        state: &mut MutexGuard<'_, State>,
+        counted: &mut bool,
+    ) -> Option<Result<(), Error>> {
+        if state.closed {
+            return Some(Err(Error::AllocatorClosed {
+                sequence: self.sequence.to_string(),
+            }));
+        }
+        if !self.cursor.is_used_up() {
+            return Some(Ok(())); // another caller installed a block
+        }
+        if let Some(grant) = state.prefetched.take() {
+            self.ready.store(false, Ordering::Release);
+            return Some(self.install(state, grant));
+        }
+        if state.exhausted {
+            return Some(Err(Error::SequenceExhausted {
+                sequence: self.sequence.to_string(),
+            }));
+        }
+        if !*counted {
+            *counted = true;
+            self.waits.fetch_add(1, Ordering::Relaxed);
+        }
+        self.want_fetch(Some(&*state));
+        None
+    }
+
+    /// The error of a caller whose wait for a block ran out.
+    pub(super) fn unavailable(&self, state: &State) -> Error {
+        Error::BlocksUnavailable {
+            sequence: self.sequence.to_string(),
+            waited_ms: self.config.max_wait.as_millis() as u64,
+            reason: state
+                .last_error
+                .as_ref()
+                .map_or_else(|| "the store has not answered".into(), |e| e.to_string()),
         }
     }
 
@@ -275,7 +306,7 @@ impl Shared {
             }
         }
         if state.waiters > 0 {
-            self.changed.notify_all();
+            self.signal();
         }
         state
     }
@@ -303,7 +334,7 @@ impl Shared {
             if grant.first < current.end {
                 state.closed = true;
                 self.closing.store(true, Ordering::SeqCst);
-                self.changed.notify_all();
+                self.signal();
                 return Err(Error::BlockStore {
                     reason: format!(
                         "the store granted {}..{} of {} after {}..{}: it went back; stopping \
@@ -323,7 +354,7 @@ impl Shared {
         state.installed_at_ms = now_ms;
         state.blocks += 1;
         if state.waiters > 0 {
-            self.changed.notify_all();
+            self.signal();
         }
         Ok(())
     }

@@ -15,8 +15,8 @@
 //!
 //! Where each part lives: `allocator.rs` and `allocator_builder.rs` (the allocator and its
 //! configuration), `cursor.rs` (its lock-free hot path, loom-checked), `fetcher.rs` (what
-//! the callers and the fetcher thread share, and the fetching), `file/` and `postgres.rs`
-//! (the stores). It may use the clocks, `crate::sync`, `crate::error`, `crate::fork_check`
+//! the callers and the fetcher thread share, and the fetching), `waiting.rs` (the async
+//! calls, feature `tokio`), `file/` and `postgres.rs` (the stores). It may use the clocks, `crate::sync`, `crate::error`, `crate::fork_check`
 //! and the shared file-store helpers; nothing of the ID kinds.
 
 mod allocator;
@@ -28,6 +28,8 @@ mod file;
 pub(crate) use file::fuzz_read as fuzz_read_files;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "tokio")]
+mod waiting;
 
 pub use allocator::{AllocatorStats, BlockAllocator};
 pub use allocator_builder::{

@@ -85,7 +85,7 @@ impl Lease {
         self.report_wait(clock);
     }
 
-    fn drain(&mut self, to: &Driving<'_>, apply: &mut dyn FnMut(Output)) {
+    pub(super) fn drain(&mut self, to: &Driving<'_>, apply: &mut dyn FnMut(Output)) {
         while let Some(output) = self.machine.take_output() {
             apply(output);
         }
@@ -96,7 +96,7 @@ impl Lease {
     }
 
     /// Sends one request to the store, blocking until it answers or fails.
-    fn execute(&mut self, to: &Driving<'_>, request: Request) -> Result<Answer, Error> {
+    pub(super) fn execute(&mut self, to: &Driving<'_>, request: Request) -> Result<Answer, Error> {
         match request {
             Request::BindLayout => to.store.bind_layout(to.layout).map(|()| Answer::Done),
             Request::RaiseHorizon { horizon_ms } => to
@@ -171,7 +171,7 @@ impl Lease {
     }
 
     /// Every [`WAIT_REPORT_EVERY`] of a wait for a mark, how long is left.
-    fn report_wait<C: Clock>(&mut self, clock: &C) {
+    pub(super) fn report_wait<C: Clock>(&mut self, clock: &C) {
         let Some((datacenter, worker, until_unix_ms)) = self.machine.waiting_for() else {
             self.next_report = None;
             return;

@@ -142,6 +142,37 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         })
     }
 
+    /// As [`LeasedBuilder::acquire`], but every wait (for the previous holder's mark, for a
+    /// free number, between the store's retries) sleeps on Tokio's timers, so a current-thread
+    /// runtime serves its other tasks meanwhile. Each request to the store is blocking I/O
+    /// in every built-in store (a file lock, the PostgreSQL client, etcd's own runtime): it
+    /// goes to Tokio's blocking pool, one at a time, bounded by the store's request timeout,
+    /// and is the only time the acquire occupies a thread. Needs a Tokio runtime with the
+    /// time driver enabled. The keeper that renews the lease afterwards is a thread, as for
+    /// `acquire`.
+    ///
+    /// Cancel-safe: an acquire dropped while it waits gives the number it had taken back
+    /// (from a thread of its own, with the previous holder's mark), as a cancelled
+    /// [`AcquireWatch`] does; one dropped during a request gives it back when the request
+    /// ends.
+    #[cfg(feature = "tokio")]
+    pub async fn acquire_async(self) -> Result<LeasedGenerator<C>, Error> {
+        let prepared = self.prepare()?;
+        let control = Arc::clone(&prepared.control);
+        let keeper = super::take_async::take_one(&self.store, &self.range, prepared).await?;
+        // A cancel that came after the last wait still counts: nothing was issued yet.
+        if control.watch.gives_up() {
+            super::take_async::release_in_background(vec![keeper]);
+            return Err(Error::LeaseStore {
+                reason: "the acquire was cancelled".to_string(),
+            });
+        }
+        control.watch.acquired();
+        Ok(LeasedGenerator {
+            kept: Kept::start(vec![keeper], control)?,
+        })
+    }
+
     /// A [`LeasedShardedGenerator`]: `shards` leased numbers of the range, one per shard, all
     /// kept by one keeper thread and released together. Each number is taken as
     /// [`LeasedBuilder::acquire`] takes one; if any cannot be, those taken are released.
@@ -156,9 +187,10 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         })
     }
 
-    fn acquire_numbers(self, count: usize) -> Result<Kept<C>, Error> {
+    /// What every acquire checks and builds before it takes a number.
+    fn prepare(&self) -> Result<Prepared<C>, Error> {
         let timing = self.timing()?;
-        let (generator_builder, clock, layout) = self.generator.resolved_parts();
+        let (generator_builder, clock, layout) = self.generator.clone().resolved_parts();
         self.range.check(&layout)?;
         // A generator that cannot be built (a clock before the epoch, a layout it cannot
         // serve) fails before a number is taken and waited for, not after.
@@ -167,8 +199,25 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
             .datacenter(self.range.datacenter())
             .worker(*self.range.workers().start())
             .build()?;
-        let holder = self.holder.clone().unwrap_or_else(default_holder);
-        let control = Arc::new(Control::watched(self.watch.clone().unwrap_or_default()));
+        Ok(Prepared {
+            timing,
+            generator_builder,
+            clock,
+            layout,
+            holder: self.holder.clone().unwrap_or_else(default_holder),
+            control: Arc::new(Control::watched(self.watch.clone().unwrap_or_default())),
+        })
+    }
+
+    fn acquire_numbers(self, count: usize) -> Result<Kept<C>, Error> {
+        let Prepared {
+            timing,
+            generator_builder,
+            clock,
+            layout,
+            holder,
+            control,
+        } = self.prepare()?;
         let mut keepers: Vec<Keeper<C>> = Vec::with_capacity(count);
         let cancelled = || Error::LeaseStore {
             reason: "the acquire was cancelled".to_string(),
@@ -211,6 +260,17 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         control.watch.acquired();
         Kept::start(keepers, control)
     }
+}
+
+/// What an acquire takes its numbers with: checked timing, the generator's parts, the
+/// holder's name, and the control the keeper will share.
+pub(super) struct Prepared<C> {
+    pub(super) timing: Timing,
+    pub(super) generator_builder: Builder<C>,
+    pub(super) clock: C,
+    pub(super) layout: Layout,
+    pub(super) holder: String,
+    pub(super) control: Arc<Control>,
 }
 
 /// Takes one number through the lease machine (see `protocol/`): the free number whose
@@ -385,6 +445,16 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedGenerator<C> {
     /// number then frees itself when the lease expires (at once for the file store).
     pub fn release(mut self) -> Result<(), Error> {
         self.kept.release()
+    }
+
+    /// As [`LeasedGenerator::release`], from async code: the store's requests go to Tokio's
+    /// blocking pool (dropping a leased generator, or `release`, blocks the thread on the
+    /// store, and the etcd store refuses to block inside a runtime).
+    #[cfg(feature = "tokio")]
+    pub async fn release_async(self) -> Result<(), Error> {
+        super::take_async::on_blocking_pool(move || self.release())
+            .await
+            .and_then(|released| released)
     }
 }
 

@@ -30,6 +30,9 @@
 //!   long to wait for its previous mark, which marks to write, what an outage, a loss and a
 //!   release do); `driver.rs` runs it on a real store, `keeper.rs` on one thread for every
 //!   number of a process.
+//! - `take_async.rs`: the taking of a number for [`LeasedBuilder::acquire_async`] (feature
+//!   `tokio`): the driver's loop with its waits on Tokio's timers and each store request
+//!   on the blocking pool.
 //! - `leased.rs`: the generators a user holds; `stats.rs`, `timing.rs`, `watch.rs`: what
 //!   they report, how they are tuned, and how a caller watches an acquire that waits.
 //! - `external.rs`: a lease held for a process in another language.
@@ -56,6 +59,8 @@ mod records;
 mod simulation;
 mod stats;
 mod store;
+#[cfg(feature = "tokio")]
+mod take_async;
 mod timing;
 mod watch;
 

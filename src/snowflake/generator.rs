@@ -109,6 +109,18 @@ impl<C: Clock> Generator<C> {
         })
     }
 
+    /// Up to `want` IDs of one millisecond, or [`Error::WouldBlock`] where that would wait:
+    /// the async batches' step.
+    #[cfg(feature = "tokio")]
+    pub(super) fn try_run(&self, want: usize) -> Result<impl ExactSizeIterator<Item = Id>, Error> {
+        let (first, count, tenure) = self.core.reserve(want as u64, Waiting::Refused, 0)?;
+        let first_id = self.node().compose(first, tenure).as_u64();
+        Ok(IdRun {
+            next: first_id,
+            end: first_id + count,
+        })
+    }
+
     /// Reserves `n` slots, millisecond by millisecond, handing each run of IDs to `sink`.
     fn reserve_each(&self, n: usize, mut sink: impl FnMut(IdRun)) -> Result<(), Error> {
         self.core.reserve_runs(

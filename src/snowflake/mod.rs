@@ -11,6 +11,8 @@
 //! - `resume.rs`: where a resumed generator starts, above everything an earlier holder
 //!   issued.
 //! - `sharded.rs`: one generator per core, each thread pinned to one.
+//! - `waiting.rs`: the generator's calls that can wait, as `async` ones on Tokio's timers
+//!   (feature `tokio`).
 //!
 //! It may use the engine, the clocks, `crate::sync` and `crate::error`. The lease layer
 //! (`crate::lease`) drives a generator's node and ceiling from outside, through the
@@ -25,6 +27,8 @@ mod presets;
 mod resume;
 #[cfg(not(idgen_loom))]
 mod sharded;
+#[cfg(all(feature = "tokio", not(idgen_loom)))]
+mod waiting;
 
 pub use self::builder::{Builder, DEFAULT_CLOCK_BACK_TOLERANCE_MS};
 pub use self::generator::Generator;

@@ -202,10 +202,17 @@ pub(super) async fn timed<T, E: fmt::Display>(
 }
 
 pub(super) fn outside_runtime() -> Result<(), Error> {
+    #[cfg(feature = "tokio")]
+    if super::super::take_async::may_block_here() {
+        // `acquire_async` and `release_async` send their requests from Tokio's blocking
+        // pool, whose threads are inside the runtime's context but may block.
+        return Ok(());
+    }
     if tokio::runtime::Handle::try_current().is_ok() {
         return Err(Error::LeaseConfig {
-            reason: "the etcd store blocks; call it from a plain thread (for example \
-                     tokio::task::spawn_blocking), not from inside a Tokio runtime"
+            reason: "the etcd store blocks; call it from a plain thread, not from inside a \
+                     Tokio runtime (from async code: LeasedBuilder::acquire_async and \
+                     LeasedGenerator::release_async, feature tokio)"
                 .to_string(),
         });
     }
