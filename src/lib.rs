@@ -145,6 +145,14 @@
 //!   UUID of another version as a [`Uuid7`], is an error.
 //! - `sqlx`: the same two as sqlx's `Type`/`Encode`/`Decode` for PostgreSQL, arrays
 //!   included (`WHERE id = ANY($1)` with a slice of IDs).
+//! - `diesel`: [`Id`] and [`Uuid7`] as diesel's PostgreSQL `BIGINT` and `UUID`
+//!   (`AsExpression`, `FromSqlRow`, `ToSql`, `FromSql`), usable as they are in `table!`
+//!   columns, filters and `Queryable` structs, with the `postgres` feature's rules (a
+//!   negative `BIGINT` or another UUID version is an error). diesel's backend links libpq
+//!   (Debian's `libpq-dev` to build).
+//! - `utoipa`: [`Id`], [`Uuid7`] and [`Ulid`] as utoipa schemas (`ToSchema`): strings
+//!   whose patterns are exactly the text each parser reads, for OpenAPI documents of
+//!   services built on these types (`idgen serve`'s own ID lists refer to them).
 //! - `tokio`: `async` counterparts of the calls that can wait, sleeping on Tokio's timers
 //!   instead of holding their thread: [`Generator::next_id_async`] and
 //!   [`Generator::next_ids_async`] (a leased generator has them too, through `Deref`),

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use blocks::MemoryStore;
 use idgen::blocks::BlockAllocator;
-use idgen::lease::{FileStore, LeaseStore, LeasedGenerator, NumberState, WorkerRange};
+use idgen::lease::{
+    AcquireWatch, FileStore, LeaseStore, LeasedBuilder, LeasedGenerator, NumberState, WorkerRange,
+};
 use idgen::{Clock, Error, Generator, Id, Layout, ManualClock, SystemClock};
 
 /// Far above any wait here (real seconds): a call that has not returned by then held its
@@ -38,7 +40,10 @@ fn on_runtime<T: Send + 'static>(
     match ended.recv_timeout(HANG) {
         Ok(result) => result,
         Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("{what}: not done within {HANG:?}: a call held its thread instead of sleeping")
+            panic!(
+                "{what}: not done within {HANG:?}: a call held its thread instead of sleeping, \
+                 or missed its wakeup"
+            )
         }
         Err(mpsc::RecvTimeoutError::Disconnected) => {
             panic!("{what}: the runtime's thread panicked")
@@ -369,14 +374,29 @@ fn dropped_acquire_gives_the_number_back<S: LeaseStore + 'static>(open: impl Fn(
         "an acquire dropped while waiting",
         paused,
         async move || {
+            let watch = AcquireWatch::new();
             let acquire =
                 LeasedGenerator::builder(waiting_store, WorkerRange::parse(0, "0").unwrap())
                     .generator(Generator::builder().clock(TokioClock::new()))
                     .startup_wait(Duration::from_secs(120))
+                    .watch(&watch)
                     .acquire_async();
-            // Dropped after a second of its minute-long wait.
-            let outcome = tokio::time::timeout(Duration::from_secs(1), acquire).await;
-            assert!(outcome.is_err(), "the acquire ended before its mark");
+            let mut acquire = Box::pin(acquire);
+            tokio::select! {
+                _ = &mut acquire => panic!("the acquire ended before its mark"),
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            // A second into its minute-long wait, it holds the number and waits for the mark.
+            let waiting = watch.mark_wait().expect("the acquire waits for a mark");
+            assert_eq!((waiting.datacenter, waiting.worker), (0, 0));
+            // The first millisecond after the previous holder's mark.
+            assert_eq!(Some(waiting.until_unix_ms - 1), mark_before);
+            drop(acquire);
+            assert_eq!(
+                watch.mark_wait(),
+                None,
+                "the dropped acquire's wait is over"
+            );
         },
     );
     // The give-back runs on a thread of its own: wait (bounded, a third of the TTL) for it.
@@ -593,4 +613,69 @@ fn next_async_gives_up_after_max_wait_on_paused_time() {
         assert!(start.elapsed() >= Duration::from_secs(3_600));
         store.hang(false);
     });
+}
+
+/// The futures can be spawned on a multi-threaded runtime: each is `Send`. (Checked by
+/// the compiler; never called.)
+#[allow(dead_code)]
+fn the_async_calls_are_send(
+    generator: &Generator,
+    leased: LeasedGenerator,
+    builder: LeasedBuilder<idgen::DefaultClock>,
+    allocator: &BlockAllocator,
+) {
+    fn send<T: Send>(_: &T) {}
+    send(&generator.next_id_async());
+    send(&generator.next_ids_async(2));
+    send(&builder.acquire_async());
+    send(&leased.release_async());
+    send(&allocator.next_async());
+    send(&allocator.next_n_async(2));
+}
+
+#[test]
+fn closing_an_allocator_wakes_the_tasks_waiting_for_a_block() {
+    let store = MemoryStore::new();
+    let allocator = Arc::new(
+        BlockAllocator::builder(store.clone(), "orders")
+            .unwrap()
+            .fixed_block_size(5)
+            .refill_at(0.5)
+            .max_wait(Duration::from_secs(3_600))
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(allocator.next().unwrap(), 1);
+    // Every grant fails from now on: the fetcher retries with backoff while a task waits,
+    // and stops when the allocator closes.
+    store.fail(true);
+    // The first call waited for the first block.
+    let waits_before = allocator.stats().waits;
+    let closer = std::thread::spawn({
+        let allocator = Arc::clone(&allocator);
+        move || {
+            blocks::wait_for("a task waiting for a block", || {
+                allocator.stats().waits > waits_before
+            });
+            allocator.close()
+        }
+    });
+    on_runtime(
+        "a task waiting for a block, then the allocator closed",
+        current_thread,
+        {
+            let allocator = Arc::clone(&allocator);
+            async move || {
+                for expected in 2..=5 {
+                    assert_eq!(allocator.next_async().await.unwrap(), expected);
+                }
+                // Woken by the close, not by its hour-long deadline.
+                match allocator.next_async().await {
+                    Err(Error::AllocatorClosed { .. }) => {}
+                    other => panic!("{other:?}"),
+                }
+            }
+        },
+    );
+    closer.join().unwrap().unwrap();
 }

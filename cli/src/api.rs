@@ -9,9 +9,13 @@
 //! ones in the constants here (and `input::ID_PARAMETERS`), and the tests below hold the
 //! document's names, limits and values to those constants.
 
-use idgen::{Id, Layout};
+use std::borrow::Cow;
+
+use idgen::{Id, Layout, Ulid, Uuid7};
 use serde::Serialize;
-use utoipa::{IntoParams, IntoResponses, ToSchema};
+use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
+use utoipa::openapi::{Ref, RefOr};
+use utoipa::{IntoParams, IntoResponses, PartialSchema, ToSchema};
 
 use crate::kinds::Kind;
 use crate::opaque::Form;
@@ -35,7 +39,72 @@ pub const RELEASE_BODY_FIELDS: [&str; 1] = ["lastUsedMs"];
 #[derive(Serialize, ToSchema)]
 #[schema(example = json!({"ids": ["385628494224322560", "385628494224322561"]}))]
 pub struct IdList {
+    #[schema(value_type = Vec<AnyId>)]
     pub ids: Vec<String>,
+}
+
+/// The schema of an ID of any kind as text: one of the library's `Id`, `Uuid7` and `Ulid`
+/// schemas (each a string with the pattern its parser reads), or an `OpaqueId`. Written
+/// as plain strings; this type only describes them.
+pub struct AnyId;
+
+/// The schema of the ID a decoding names: as [`AnyId`], opaque IDs aside (their Snowflake
+/// ID is named).
+pub struct DecodedId;
+
+/// The component name of an opaque ID's schema (its pattern follows the keys served).
+pub const OPAQUE_ID_SCHEMA: &str = "OpaqueId";
+
+fn one_of(names: &[Cow<'static, str>]) -> RefOr<Schema> {
+    names
+        .iter()
+        .fold(OneOfBuilder::new(), |one_of, name| {
+            one_of.item(Ref::from_schema_name(name.clone()))
+        })
+        .into()
+}
+
+fn library_schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+    schemas.push((Id::name().into(), Id::schema()));
+    schemas.push((Uuid7::name().into(), Uuid7::schema()));
+    schemas.push((Ulid::name().into(), Ulid::schema()));
+}
+
+impl PartialSchema for AnyId {
+    fn schema() -> RefOr<Schema> {
+        one_of(&[
+            Id::name(),
+            Uuid7::name(),
+            Ulid::name(),
+            OPAQUE_ID_SCHEMA.into(),
+        ])
+    }
+}
+
+impl ToSchema for AnyId {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        library_schemas(schemas);
+        let opaque = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(format!("^(?:{})$", crate::patterns::opaque_id(None))))
+            .description(Some(
+                "An opaque public ID: `o`, the key number, `_`, and 11 characters of base62.",
+            ))
+            .into();
+        schemas.push((OPAQUE_ID_SCHEMA.to_string(), opaque));
+    }
+}
+
+impl PartialSchema for DecodedId {
+    fn schema() -> RefOr<Schema> {
+        one_of(&[Id::name(), Uuid7::name(), Ulid::name()])
+    }
+}
+
+impl ToSchema for DecodedId {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        library_schemas(schemas);
+    }
 }
 
 /// Dense values of one sequence, increasing, in decimal.
@@ -53,6 +122,7 @@ pub struct SequenceValues {
     "createdAt": "2026-10-11T12:35:21.659Z", "datacenter": 3, "worker": 17, "sequence": 0}))]
 pub struct Decoded {
     /// The ID in its canonical text (a Snowflake ID in decimal, whichever form was given).
+    #[schema(value_type = DecodedId)]
     pub id: String,
     pub kind: Kind,
     /// When it was made: RFC 3339, UTC, to the millisecond.

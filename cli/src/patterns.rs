@@ -159,6 +159,21 @@ mod tests {
     use super::*;
     use crate::decoding::decode_any;
 
+    /// The pattern of a schema the library gives (feature `utoipa`).
+    fn library_pattern<T: utoipa::PartialSchema>() -> String {
+        let schema = serde_json::to_value(T::schema()).unwrap();
+        schema["pattern"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn the_library_schemas_patterns_are_the_ones_checked_against_the_parsers_here() {
+        // The tests below check these patterns against the parsers they describe; the
+        // library's schemas (which the document's ID lists refer to) must be the same.
+        assert_eq!(library_pattern::<Id>(), format!("^(?:{})$", snowflake_id()));
+        assert_eq!(library_pattern::<idgen::Uuid7>(), format!("^{UUID7}$"));
+        assert_eq!(library_pattern::<idgen::Ulid>(), format!("^{}$", ulid()));
+    }
+
     /// xorshift64*: the same texts on every run.
     struct Numbers(u64);
 

@@ -67,6 +67,12 @@ fn without_lease_api_and_opaque_ids(mut document: Value) -> Value {
         schemas.remove(body);
     }
     schemas["Form"]["enum"] = serde_json::json!(["plain"]);
+    // No opaque ID is ever listed.
+    schemas.remove("OpaqueId");
+    schemas["AnyId"]["oneOf"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|kind| kind["$ref"] != "#/components/schemas/OpaqueId");
     document
 }
 
@@ -152,6 +158,17 @@ fn a_service_serves_the_whole_contract_shaped_to_what_it_has_on() {
         .remove("enum")
         .unwrap();
     assert_eq!(names, serde_json::json!(["invoices", "orders"]));
+    // The ID lists' opaque IDs are of key 1 only, too.
+    let opaque_ids = served["components"]["schemas"]["OpaqueId"]["pattern"].take();
+    let opaque_ids = opaque_ids.as_str().unwrap().to_string();
+    let any_opaque = whole["components"]["schemas"]["OpaqueId"]["pattern"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        opaque_ids,
+        any_opaque.replace("o[1-9][0-9]{0,8}_", "o(?:1)_")
+    );
+    served["components"]["schemas"]["OpaqueId"]["pattern"] = any_opaque.into();
     assert_eq!(served, with_counts_up_to(whole, 500));
     // What the document allows is taken: 500 IDs, opaque ones, and a count over it refused.
     assert_eq!(service.get("/v1/ids?count=500").ids().len(), 500);
@@ -161,6 +178,10 @@ fn a_service_serves_the_whole_contract_shaped_to_what_it_has_on() {
     assert!(
         matches(&key_one, &text) && !matches(&key_one, "o2_00000000001"),
         "{text}"
+    );
+    assert!(
+        matches(&opaque_ids, &text),
+        "{text} against the ID list's {opaque_ids}"
     );
     assert_eq!(service.get(&format!("/v1/ids/{text}/decode")).status, 200);
 }

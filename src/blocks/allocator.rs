@@ -162,7 +162,7 @@ impl BlockAllocator {
             }
             state.closed = true;
             shared.closing.store(true, Ordering::SeqCst);
-            shared.changed.notify_all();
+            shared.signal();
             // A fetch under way gets `max_wait` to end; past that its block, if it ever
             // comes, is a gap, and nothing is given back.
             let deadline = Instant::now().checked_add(shared.config.max_wait);

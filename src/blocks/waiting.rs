@@ -16,7 +16,9 @@ impl BlockAllocator {
     /// (a Tokio timer) has passed. A current-thread runtime runs its other tasks meanwhile.
     /// Needs a Tokio runtime with the time driver enabled.
     ///
-    /// Cancel-safe: a call dropped while it waits has taken nothing.
+    /// Cancel-safe: a call dropped while it waits has taken nothing. `max_wait` is a timer
+    /// on Tokio's clock: under paused time (tests) it passes as soon as the runtime has
+    /// nothing else to do, since the fetcher is a thread the runtime does not see.
     pub async fn next_async(&self) -> Result<u64, Error> {
         self.shared.check_process()?;
         if let Some((first, upto)) = self.shared.cursor.take(1) {
@@ -75,39 +77,53 @@ async fn refill_async(
     deadline: Option<tokio::time::Instant>,
 ) -> Result<(), Error> {
     let mut counted = false;
+    let mut waiter = Waiter {
+        shared,
+        waiting: false,
+    };
     loop {
         let changed = shared.changed_async.notified();
         let mut changed = std::pin::pin!(changed);
         changed.as_mut().enable();
         {
             let mut state = shared.lock();
+            // Uncounted under the lock the state is read under, as the threads do: the
+            // fetcher never sees no waiter between two turns of one.
+            if waiter.waiting {
+                state.waiters -= 1;
+                waiter.waiting = false;
+            }
             if let Some(decided) = shared.refill_decided(&mut state, &mut counted) {
                 return decided;
             }
             if deadline.is_some_and(|deadline| tokio::time::Instant::now() >= deadline) {
                 return Err(shared.unavailable(&state));
             }
-            // Under the lock the state was read under: a fetch that ends after this signals.
+            // A fetch that ends after this unlock signals the task.
             state.waiters += 1;
+            waiter.waiting = true;
         }
-        let waiting = Waiter(shared);
         match deadline {
             Some(deadline) => {
                 let _ = tokio::time::timeout_at(deadline, changed).await;
             }
             None => changed.await,
         }
-        drop(waiting);
     }
 }
 
-/// A task counted among the state's waiters (the fetcher signals and retries only while
-/// someone waits): uncounts it when its wait ends, or when it is dropped while waiting.
-struct Waiter<'a>(&'a Shared);
+/// A task that may be counted among the state's waiters (the fetcher signals and retries
+/// only while someone waits): uncounted if it is dropped while it waits.
+struct Waiter<'a> {
+    shared: &'a Shared,
+    waiting: bool,
+}
 
 impl Drop for Waiter<'_> {
     fn drop(&mut self) {
-        let mut state: MutexGuard<'_, State> = self.0.lock();
-        state.waiters -= 1;
+        if self.waiting {
+            let mut state: MutexGuard<'_, State> = self.shared.lock();
+            state.waiters -= 1;
+        }
     }
 }

@@ -108,6 +108,10 @@ impl std::ops::Add for Stats {
 pub(crate) enum Waiting {
     Allowed,
     Refused,
+    /// Refused, and the call was refused before (an async call's next try, after it slept):
+    /// its wait is counted once, at its first refusal.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    RefusedAgain,
 }
 
 /// Where the builder gets its clock: the default is only built if none was given, because
@@ -224,7 +228,7 @@ impl<C: Clock, G: Gate> Core<C, G> {
         seed: u64,
     ) -> Result<(u64, u64, G::Pass), Error> {
         let mut backoff = Backoff::new();
-        let mut counted = false;
+        let mut counted = waiting == Waiting::RefusedAgain;
         // The fast path decides on the clock's cheap reading; anything but `Issue` is decided
         // again on the precise one, so a lagging reading never makes a call wait or fail.
         let mut precise = false;
@@ -268,7 +272,7 @@ impl<C: Clock, G: Gate> Core<C, G> {
                         };
                         counter.fetch_add(1, Ordering::Relaxed);
                     }
-                    if waiting == Waiting::Refused {
+                    if waiting != Waiting::Allowed {
                         return Err(Error::WouldBlock {
                             wait_ms: until_ms - now_ms,
                         });

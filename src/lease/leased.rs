@@ -162,7 +162,7 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
         let keeper = super::take_async::take_one(&self.store, &self.range, prepared).await?;
         // A cancel that came after the last wait still counts: nothing was issued yet.
         if control.watch.gives_up() {
-            super::take_async::release_in_background(vec![keeper]);
+            super::take_async::release(keeper).await?;
             return Err(Error::LeaseStore {
                 reason: "the acquire was cancelled".to_string(),
             });

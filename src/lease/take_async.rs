@@ -17,7 +17,7 @@ use crate::snowflake::Layout;
 use crate::sync::Arc;
 
 use super::driver::{Driving, Lease, Tenure};
-use super::keeper::Keeper;
+use super::keeper::{Control, Keeper};
 use super::leased::Prepared;
 use super::protocol::{Machine, Output};
 use super::timing::TAKE_ATTEMPTS;
@@ -95,6 +95,8 @@ struct Taking<C: Clock + Clone + Send + Sync + 'static> {
     slot: Arc<Mutex<Slot>>,
     target: Arc<Target>,
     clock: C,
+    /// Its watch says no wait once the taking is over, however it ends.
+    control: Arc<Control>,
     /// The taking ended: the lease went to a keeper, or the machine gave it up itself.
     ended: bool,
 }
@@ -113,7 +115,7 @@ impl<C: Clock + Clone + Send + Sync + 'static> Taking<C> {
 
     /// `Lease::step` for a task: sends every request due, each on the blocking pool, and
     /// hands each output to `apply`.
-    async fn step(&self, apply: &mut dyn FnMut(Output)) -> Result<(), Error> {
+    async fn step(&self, apply: &mut (dyn FnMut(Output) + Send)) -> Result<(), Error> {
         loop {
             let request = self.with(|lease, driving| {
                 let request = lease.machine.poll(driving.now(&self.clock));
@@ -160,6 +162,7 @@ impl<C: Clock + Clone + Send + Sync + 'static> Taking<C> {
 
 impl<C: Clock + Clone + Send + Sync + 'static> Drop for Taking<C> {
     fn drop(&mut self) {
+        self.control.watch.set_waiting(None);
         if self.ended {
             return;
         }
@@ -220,13 +223,13 @@ pub(super) async fn take_one<C: Clock + Clone + Send + Sync + 'static>(
         })),
         target: Arc::clone(&target),
         clock,
+        control: Arc::clone(&control),
         ended: false,
     };
     let watch = &control.watch;
     let tenure = loop {
         if watch.gives_up() {
             taking.give_up().await?;
-            watch.set_waiting(None);
             return Err(Error::LeaseStore {
                 reason: "the acquire was cancelled while taking a number".to_string(),
             });
@@ -253,11 +256,9 @@ pub(super) async fn take_one<C: Clock + Clone + Send + Sync + 'static>(
         if let Some(error) = taking.with(|lease, _| lease.machine.failure().cloned())? {
             // The machine gave the number up itself.
             taking.ended = true;
-            watch.set_waiting(None);
             return Err(error);
         }
         if let Some(tenure) = tenure {
-            watch.set_waiting(None);
             break tenure;
         }
         let waiting = taking.with(|lease, _| lease.machine.waiting_for())?;
@@ -299,19 +300,10 @@ pub(super) async fn take_one<C: Clock + Clone + Send + Sync + 'static>(
     ))
 }
 
-/// Releases `keepers` from a thread of their own: a task must not block on the store.
-pub(super) fn release_in_background<C: Clock + Send + Sync + 'static>(keepers: Vec<Keeper<C>>) {
-    let spawned = std::thread::Builder::new()
-        .name("idgen-give-back".into())
-        .spawn(move || {
-            for keeper in &keepers {
-                let _ = keeper.release();
-            }
-        });
-    if let Err(error) = spawned {
-        log::warn!(
-            "idgen: a cancelled acquire could not give its number back ({error}): it frees \
-             itself when its lease expires"
-        );
-    }
+/// Releases `keeper`'s number on the blocking pool (a task must not block on the store),
+/// waiting for the release; if the caller is dropped meanwhile, the release still runs.
+pub(super) async fn release<C: Clock + Send + Sync + 'static>(
+    keeper: Keeper<C>,
+) -> Result<(), Error> {
+    on_blocking_pool(move || keeper.release()).await?
 }

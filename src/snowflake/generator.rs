@@ -109,11 +109,21 @@ impl<C: Clock> Generator<C> {
         })
     }
 
-    /// Up to `want` IDs of one millisecond, or [`Error::WouldBlock`] where that would wait:
-    /// the async batches' step.
+    /// Up to `want` IDs of one millisecond, or [`Error::WouldBlock`] where that would wait
+    /// (counted as a wait unless `again`: the call was refused before): the async calls'
+    /// step.
     #[cfg(feature = "tokio")]
-    pub(super) fn try_run(&self, want: usize) -> Result<impl ExactSizeIterator<Item = Id>, Error> {
-        let (first, count, tenure) = self.core.reserve(want as u64, Waiting::Refused, 0)?;
+    pub(super) fn try_run(
+        &self,
+        want: usize,
+        again: bool,
+    ) -> Result<impl ExactSizeIterator<Item = Id> + use<C>, Error> {
+        let waiting = if again {
+            Waiting::RefusedAgain
+        } else {
+            Waiting::Refused
+        };
+        let (first, count, tenure) = self.core.reserve(want as u64, waiting, 0)?;
         let first_id = self.node().compose(first, tenure).as_u64();
         Ok(IdRun {
             next: first_id,

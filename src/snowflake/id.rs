@@ -33,6 +33,11 @@ use crate::error::{Error, ParseIdError};
 /// # Ok::<(), idgen::Error>(())
 /// ```
 #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(
+    all(feature = "diesel", not(idgen_loom)),
+    derive(diesel::expression::AsExpression, diesel::deserialize::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::BigInt)
+)]
 #[repr(transparent)]
 pub struct Id(u64);
 

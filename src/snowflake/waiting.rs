@@ -20,7 +20,10 @@ impl<C: Clock> Generator<C> {
     /// runtime with the time driver enabled (`enable_time`, or `enable_all`).
     ///
     /// Cancel-safe: a call dropped while it waits has taken nothing. It fails as
-    /// `next_id` does, never with [`Error::WouldBlock`].
+    /// `next_id` does, never with [`Error::WouldBlock`], and counts in
+    /// [`Stats::sequence_exhausted`](crate::Stats::sequence_exhausted) once per wait, as
+    /// `next_id` does. Under Tokio's paused time (tests), give the generator a clock that
+    /// reads Tokio's: the runtime's clock then moves the generator's.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
@@ -32,11 +35,18 @@ impl<C: Clock> Generator<C> {
     /// # }).unwrap();
     /// ```
     pub async fn next_id_async(&self) -> Result<Id, Error> {
+        let mut again = false;
         loop {
-            match self.try_next_id() {
+            match self.try_run(1, again) {
+                Ok(mut run) => {
+                    if let Some(id) = run.next() {
+                        return Ok(id);
+                    }
+                }
                 Err(Error::WouldBlock { wait_ms }) => sleep_ms(wait_ms).await,
-                done => return done,
+                Err(error) => return Err(error),
             }
+            again = true;
         }
     }
 
@@ -49,10 +59,18 @@ impl<C: Clock> Generator<C> {
         let mut ids = Vec::new();
         ids.try_reserve_exact(n)
             .map_err(|_| Error::BatchTooLarge { requested: n })?;
+        // Each wait for a millisecond is counted once, as a sync batch counts it.
+        let mut again = false;
         while ids.len() < n {
-            match self.try_run(n - ids.len()) {
-                Ok(run) => ids.extend(run),
-                Err(Error::WouldBlock { wait_ms }) => sleep_ms(wait_ms).await,
+            match self.try_run(n - ids.len(), again) {
+                Ok(run) => {
+                    ids.extend(run);
+                    again = false;
+                }
+                Err(Error::WouldBlock { wait_ms }) => {
+                    sleep_ms(wait_ms).await;
+                    again = true;
+                }
                 Err(error) => return Err(error),
             }
         }

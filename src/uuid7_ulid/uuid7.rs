@@ -80,6 +80,11 @@ impl<C: Clock> CountedGenerator<Uuid7, C> {
 /// # Ok::<(), idgen::ParseUuid7Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(
+    all(feature = "diesel", not(idgen_loom)),
+    derive(diesel::expression::AsExpression, diesel::deserialize::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::Uuid)
+)]
 pub struct Uuid7([u8; 16]);
 
 /// Why a string or 16 bytes are not a version 7 UUID.

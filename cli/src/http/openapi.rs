@@ -13,7 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::http::state::Service;
-use crate::patterns;
+use crate::{api, patterns};
 
 /// The route of this module, and what the document says of it.
 pub fn routes() -> OpenApiRouter<Arc<Service>> {
@@ -93,8 +93,23 @@ pub fn written(document: utoipa::openapi::OpenApi, shape: &Shape<'_>) -> String 
         }
         document["components"]["schemas"]["LeaseRequest"]["properties"]["holder"]["pattern"] =
             serde_json::json!(patterns::HOLDER);
-        if shape.opaque.is_none() {
-            document["components"]["schemas"]["Form"]["enum"] = serde_json::json!(["plain"]);
+        let schemas = &mut document["components"]["schemas"];
+        match shape.opaque {
+            Some(keys) => {
+                schemas[api::OPAQUE_ID_SCHEMA]["pattern"] =
+                    serde_json::json!(format!("^(?:{})$", patterns::opaque_id(keys)));
+            }
+            None => {
+                schemas["Form"]["enum"] = serde_json::json!(["plain"]);
+                // No opaque ID is ever listed.
+                if let Some(schemas) = schemas.as_object_mut() {
+                    schemas.remove(api::OPAQUE_ID_SCHEMA);
+                }
+                let opaque_ref = format!("#/components/schemas/{}", api::OPAQUE_ID_SCHEMA);
+                if let Some(kinds) = schemas["AnyId"]["oneOf"].as_array_mut() {
+                    kinds.retain(|kind| kind["$ref"] != opaque_ref.as_str());
+                }
+            }
         }
         if !shape.lease_api {
             without_lease_api(&mut document);
