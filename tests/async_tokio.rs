@@ -145,16 +145,7 @@ fn a_current_thread_runtime_serves_other_tasks_while_a_call_waits() {
             .clock(TokioClock::new())
             .build()
             .unwrap();
-        let ticks = Arc::new(AtomicU64::new(0));
-        let ticker = tokio::spawn({
-            let ticks = Arc::clone(&ticks);
-            async move {
-                loop {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    ticks.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-        });
+        let (ticks, ticker) = ticker();
         let before = ticks.load(Ordering::SeqCst);
         // 200 milliseconds' worth: the ticker can only tick while the batch sleeps.
         let ids = generator.next_ids_async(16 * 200).await.unwrap();

@@ -108,21 +108,14 @@ impl BlockAllocator {
         let mut filled = 0;
         let mut deadline = None;
         while filled < out.len() {
-            let want = (out.len() - filled) as u64;
-            match shared.cursor.take(want) {
-                Some((first, upto)) => {
-                    shared.after_take(first, upto);
-                    for (slot, value) in out[filled..].iter_mut().zip(first..upto) {
-                        *slot = value;
-                    }
-                    filled += (upto - first) as usize;
-                }
-                None => {
+            match shared.take_into(&mut out[filled..]) {
+                0 => {
                     // No deadline for a wait too long to add (`Duration::MAX`: wait for ever).
                     let deadline = *deadline
                         .get_or_insert_with(|| Instant::now().checked_add(shared.config.max_wait));
                     shared.refill(deadline)?;
                 }
+                taken => filled += taken,
             }
         }
         Ok(())

@@ -153,6 +153,19 @@ impl Shared {
             .0
     }
 
+    /// Takes values from the current block into the start of `out` (at most its length),
+    /// and returns how many: 0 when the block is used up.
+    pub(super) fn take_into(&self, out: &mut [u64]) -> usize {
+        let Some((first, upto)) = self.cursor.take(out.len() as u64) else {
+            return 0;
+        };
+        self.after_take(first, upto);
+        for (slot, value) in out.iter_mut().zip(first..upto) {
+            *slot = value;
+        }
+        (upto - first) as usize
+    }
+
     /// Wakes everyone waiting on `changed`, thread or task.
     pub(super) fn signal(&self) {
         self.changed.notify_all();

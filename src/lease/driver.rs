@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::snowflake::Layout;
+use crate::snowflake::{Builder, Generator, Layout};
 
 use super::protocol::{Acquired, Answer, Machine, Note, Now, Output, Request, Surveyed};
 use super::timing::millis;
@@ -210,19 +210,8 @@ impl Lease {
                 });
             }
             self.step(to, clock, &mut |output| {
-                if let Output::Tenure {
-                    datacenter,
-                    worker,
-                    after_unix_ms,
-                    ceiling,
-                } = output
-                {
-                    tenure = Some(Tenure {
-                        datacenter,
-                        worker,
-                        after_unix_ms,
-                        ceiling,
-                    });
+                if let Some(taken) = Tenure::of(output) {
+                    tenure = Some(taken);
                 }
             });
             if let Some(error) = self.machine.failure() {
@@ -251,6 +240,38 @@ pub(super) struct Tenure {
     pub(super) worker: u64,
     pub(super) after_unix_ms: Option<u64>,
     pub(super) ceiling: u64,
+}
+
+impl Tenure {
+    /// The tenure an output starts, if it is [`Output::Tenure`].
+    pub(super) fn of(output: Output) -> Option<Tenure> {
+        match output {
+            Output::Tenure {
+                datacenter,
+                worker,
+                after_unix_ms,
+                ceiling,
+            } => Some(Tenure {
+                datacenter,
+                worker,
+                after_unix_ms,
+                ceiling,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The generator of `builder` on this tenure: its node, started after the previous
+    /// holder's mark, with its ceiling.
+    pub(super) fn generator<C: Clock>(&self, builder: Builder<C>) -> Result<Generator<C>, Error> {
+        let mut builder = builder.datacenter(self.datacenter).worker(self.worker);
+        if let Some(previous) = self.after_unix_ms {
+            builder = builder.resume_after_unix_ms(previous);
+        }
+        let generator = builder.build()?;
+        generator.set_tenure(self.datacenter, self.worker, self.ceiling);
+        Ok(generator)
+    }
 }
 
 fn not_held(range: &WorkerRange, worker: u64) -> Error {

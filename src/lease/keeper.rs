@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::snowflake::Generator;
+use crate::snowflake::{Builder, Generator, Layout};
 use crate::sync::{Arc, AtomicU64, Ordering};
 
 use super::driver::{Driving, Lease};
 use super::protocol::Output;
 use super::stats::{LeaseState, LeaseStats};
+use super::timing::Timing;
 use super::watch::{AcquireWatch, MarkWait};
 use super::{LeaseStore, WorkerRange};
 
@@ -336,4 +337,15 @@ impl<C: Clock> Keeper<C> {
 /// behind, so the lock is taken over rather than turned into a second panic.
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What an acquire takes its numbers with: checked timing, the generator's parts, the
+/// holder's name, and the control the keeper will share.
+pub(super) struct Prepared<C> {
+    pub(super) timing: Timing,
+    pub(super) generator_builder: Builder<C>,
+    pub(super) clock: C,
+    pub(super) layout: Layout,
+    pub(super) holder: String,
+    pub(super) control: Arc<Control>,
 }

@@ -13,7 +13,7 @@ use crate::snowflake::{Builder, Generator, Id, IdParts, Layout, Pins};
 use crate::sync::Arc;
 
 use super::driver::{Driving, Lease, default_holder};
-use super::keeper::{Control, Keeper, keep};
+use super::keeper::{Control, Keeper, Prepared, keep};
 use super::protocol::Machine;
 use super::stats::LeaseStats;
 use super::timing::{TAKE_ATTEMPTS, Timing};
@@ -262,17 +262,6 @@ impl<C: Clock + Clone + Send + Sync + 'static> LeasedBuilder<C> {
     }
 }
 
-/// What an acquire takes its numbers with: checked timing, the generator's parts, the
-/// holder's name, and the control the keeper will share.
-pub(super) struct Prepared<C> {
-    pub(super) timing: Timing,
-    pub(super) generator_builder: Builder<C>,
-    pub(super) clock: C,
-    pub(super) layout: Layout,
-    pub(super) holder: String,
-    pub(super) control: Arc<Control>,
-}
-
 /// Takes one number through the lease machine (see `protocol/`): the free number whose
 /// mark passed longest ago, marked, waited for, renewed; then builds its generator after
 /// the previous mark.
@@ -322,14 +311,7 @@ impl<C: Clock + Clone> Taking<'_, C> {
         };
         let tenure =
             lease.take_blocking(&driving, clock, &meanwhile, &|| control.watch.gives_up())?;
-        let mut generator_builder = generator_builder
-            .clone()
-            .datacenter(tenure.datacenter)
-            .worker(tenure.worker);
-        if let Some(previous) = tenure.after_unix_ms {
-            generator_builder = generator_builder.resume_after_unix_ms(previous);
-        }
-        let generator = match generator_builder.build() {
+        let generator = match tenure.generator(generator_builder.clone()) {
             Ok(generator) => generator,
             Err(error) => {
                 // Nothing was issued: the number goes back with the previous mark.
@@ -338,7 +320,6 @@ impl<C: Clock + Clone> Taking<'_, C> {
                 return Err(error);
             }
         };
-        generator.set_tenure(tenure.datacenter, tenure.worker, tenure.ceiling);
         Ok(Keeper::new(
             generator,
             Arc::clone(store),

@@ -17,8 +17,7 @@ use crate::snowflake::Layout;
 use crate::sync::Arc;
 
 use super::driver::{Driving, Lease, Tenure};
-use super::keeper::{Control, Keeper};
-use super::leased::Prepared;
+use super::keeper::{Control, Keeper, Prepared};
 use super::protocol::{Machine, Output};
 use super::timing::TAKE_ATTEMPTS;
 use super::watch::MarkWait;
@@ -237,19 +236,8 @@ pub(super) async fn take_one<C: Clock + Clone + Send + Sync + 'static>(
         let mut tenure = None;
         taking
             .step(&mut |output| {
-                if let Output::Tenure {
-                    datacenter,
-                    worker,
-                    after_unix_ms,
-                    ceiling,
-                } = output
-                {
-                    tenure = Some(Tenure {
-                        datacenter,
-                        worker,
-                        after_unix_ms,
-                        ceiling,
-                    });
+                if let Some(taken) = Tenure::of(output) {
+                    tenure = Some(taken);
                 }
             })
             .await?;
@@ -271,20 +259,14 @@ pub(super) async fn take_one<C: Clock + Clone + Send + Sync + 'static>(
         // polled every millisecond, as in `take_blocking`.
         tokio::time::sleep(Duration::from_millis(1)).await;
     };
-    let mut generator_builder = generator_builder
-        .datacenter(tenure.datacenter)
-        .worker(tenure.worker);
-    if let Some(previous) = tenure.after_unix_ms {
-        generator_builder = generator_builder.resume_after_unix_ms(previous);
-    }
-    let generator = match generator_builder.build() {
+    let generator = match tenure.generator(generator_builder) {
         Ok(generator) => generator,
         Err(error) => {
+            // Nothing was issued: the number goes back with the previous mark.
             taking.give_up().await?;
             return Err(error);
         }
     };
-    generator.set_tenure(tenure.datacenter, tenure.worker, tenure.ceiling);
     let lease = lock(&taking.slot).lease.take();
     taking.ended = true;
     let lease = lease.ok_or_else(|| Error::LeaseStore {
