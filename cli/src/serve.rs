@@ -39,6 +39,8 @@ pub struct Plan {
     /// Where the service's own number comes from, and the lease API's.
     pub source: LeaseSource,
     pub wait_for_number: Duration,
+    /// The ID space's name, for the metrics.
+    pub id_space: String,
 }
 
 /// Runs the service `plan` describes until a signal, or the loss of its worker number,
@@ -56,8 +58,14 @@ pub fn run(plan: Plan) -> Result<(), Failure> {
         sequences,
         source,
         wait_for_number,
+        id_space,
     } = plan;
     let api_source = source.clone();
+    let holder_labels = crate::http::state::HolderLabels {
+        space: id_space,
+        layout: layout_fingerprint(&layout),
+        store: source.store_label.clone(),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -86,6 +94,7 @@ pub fn run(plan: Plan) -> Result<(), Failure> {
         ids_issued: AtomicU64::new(0),
         issued_by_kind: Default::default(),
         traffic: Arc::new(Traffic::new()),
+        holder_labels,
     });
     drop(own);
     let served = runtime.block_on(serve(Arc::clone(&service), listener, lease_failed, grace));
@@ -226,4 +235,17 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = interrupt.await;
+}
+
+/// A layout as the metrics name it: its widths (time, datacenter, worker, sequence) and
+/// epoch, `41.5.5.12@1704067200000`: two layouts are one ID space only if this is equal.
+pub fn layout_fingerprint(layout: &Layout) -> String {
+    format!(
+        "{}.{}.{}.{}@{}",
+        layout.time_bits(),
+        layout.datacenter_bits(),
+        layout.worker_bits(),
+        layout.sequence_bits(),
+        layout.epoch_unix_ms()
+    )
 }

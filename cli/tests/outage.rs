@@ -202,9 +202,15 @@ fn through_an_outage_healthz_says_so_and_ids_flow_until_the_mark() {
     ]));
     let worker = service.worker;
     assert_eq!(service.get("/healthz").json()["lease"], "Valid");
+    let place = etcd.trim_start_matches("http://");
     assert_eq!(
         metric(&service, "idgen_worker_info"),
-        format!("idgen_worker_info{{datacenter=\"0\",worker=\"{worker}\"}} 1")
+        format!(
+            "idgen_worker_info{{space=\"default\",layout=\"{}\",store=\"etcd:{place} \
+             {namespace}\",holder=\"service\",datacenter=\"0\",worker=\"{worker}\"}} 1",
+            // LAYOUT's widths, on the default epoch.
+            "41.0.4.18@1704067200000"
+        )
     );
 
     proxy.cut();

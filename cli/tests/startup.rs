@@ -103,6 +103,38 @@ fn a_replacement_exits_once_its_bound_has_passed_with_no_number_free() {
 }
 
 #[test]
+fn a_replacement_waits_for_its_clock_to_pass_a_mark_further_ahead_than_a_start_waits() {
+    // The only number's previous holder ran 8 s ahead of this host: its mark lies further
+    // ahead than a start waits for (a file store's horizon and a second, 4 s), so taking
+    // the number is refused as ClockBehindMark; a replacement told to wait for a number
+    // waits for this clock to pass the mark instead of exiting.
+    let dir = new_lease_dir("startup-mark-ahead");
+    let libfaketime = common::libfaketime();
+    let (status, stdout, stderr) = common::idgen_with_env(
+        &[
+            "next",
+            "--workers",
+            "0-0",
+            "--lease-dir",
+            dir.to_str().unwrap(),
+        ],
+        &[
+            ("LD_PRELOAD", libfaketime.as_path()),
+            ("FAKETIME", std::path::Path::new("+8s")),
+            ("DONT_FAKE_MONOTONIC", std::path::Path::new("1")),
+        ],
+    );
+    assert!(status.success(), "{stderr}");
+    let ahead: u64 = stdout.trim().parse().unwrap();
+    let mut replacement = listening(&dir, &["--workers", "0-0", "--wait-for-number", "1m"]);
+    replacement.wait_for_log("waiting for this clock to pass it");
+    replacement.wait_until_serving();
+    assert_eq!(replacement.worker, 0);
+    let ids = replacement.get("/v1/ids?count=3").ids();
+    assert!(ids[0] > ahead, "{ids:?} after the holder ahead's {ahead}");
+}
+
+#[test]
 fn a_range_whose_numbers_are_only_unusable_is_not_waited_for() {
     // Worker 0's record is writable by every user: refused, and never coming free.
     let dir = new_lease_dir("startup-unusable");

@@ -147,6 +147,8 @@ pub struct LeaseSource {
     pub horizon: Option<Duration>,
     /// The name recorded with the process's own number (default: `pid <pid> on <host>`).
     pub holder: Option<String>,
+    /// The store as the metrics name it (`StoreArgs::label`).
+    pub store_label: String,
 }
 
 impl LeaseArgs {
@@ -157,11 +159,13 @@ impl LeaseArgs {
         layout
             .check_epoch(idgen::Clock::now_unix_ms(&idgen::SystemClock))
             .map_err(|error| Failure::input(error.to_string()))?;
+        let store = Arc::from(self.store.open()?);
         Ok(LeaseSource {
-            store: Arc::from(self.store.open()?),
+            store,
             range,
             horizon: self.outage_horizon,
             holder: None,
+            store_label: self.store.label(),
         })
     }
 
@@ -235,6 +239,30 @@ impl StoreArgs {
             "no lease directory at {}: nothing to read",
             dir.display()
         )))
+    }
+
+    /// The store as the metrics name it (`idgen_worker_info{store}`): its kind and place,
+    /// never a password: `file:DIR`, `etcd:HOST:PORT,... NAMESPACE`, `postgres:HOST:PORT/DB
+    /// NAMESPACE`.
+    pub fn label(&self) -> String {
+        if let Some(url) = &self.lease_postgres {
+            return format!("postgres:{} {}", url_place(url), self.namespace);
+        }
+        if let Some(endpoints) = &self.etcd {
+            let places: Vec<String> = endpoints.split(',').map(url_place).collect();
+            return format!("etcd:{} {}", places.join(","), self.namespace);
+        }
+        let dir = match &self.lease_dir {
+            Some(dir) => Some(dir.clone()),
+            None => idgen::lease::default_lease_dir().ok(),
+        };
+        match dir {
+            Some(dir) => {
+                let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+                format!("file:{}", dir.display())
+            }
+            None => "file:".to_string(),
+        }
     }
 
     pub fn open(&self) -> Result<Box<dyn LeaseStore>, Failure> {
@@ -314,4 +342,36 @@ pub fn etcd_store(
          (which needs protoc and the well-known .proto files: Debian's protobuf-compiler \
          and libprotobuf-dev)",
     ))
+}
+
+/// The host, port and path of a URL, without its scheme, user, password or query (where a
+/// password may also be): `postgresql://idgen:secret@db:5432/ids?sslmode=require` is
+/// `db:5432/ids`. Text that is no URL is not shown.
+fn url_place(url: &str) -> String {
+    let Some((_, rest)) = url.trim().split_once("://") else {
+        return "(not a URL)".to_string();
+    };
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    format!("{host}{path}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_place;
+
+    #[test]
+    fn a_store_label_shows_no_password() {
+        assert_eq!(
+            url_place("postgresql://idgen:s3cret@db:5432/ids?sslmode=require&password=x"),
+            "db:5432/ids"
+        );
+        assert_eq!(url_place("http://user:pw@etcd-1:2379"), "etcd-1:2379");
+        assert_eq!(url_place("http://127.0.0.1:2379/"), "127.0.0.1:2379/");
+        assert_eq!(url_place("host=db password=secret"), "(not a URL)");
+        assert_eq!(url_place("postgresql://a@b@db/x#frag"), "db/x");
+    }
 }

@@ -75,6 +75,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "365d",
         env = "IDGEN_LIFETIME_WARNING")]
     lifetime_warning: Duration,
+    /// The ID space's name (1 to 64 of `A-Z`, `a-z`, `0-9`, `.`, `_`, `-`), reported with
+    /// every worker number held (`idgen_worker_info{space}`), so that an alert on two
+    /// holders of one number tells the fleets one Prometheus scrapes apart (staging,
+    /// production).
+    #[arg(long, value_name = "NAME", default_value = "default", env = "IDGEN_ID_SPACE",
+        value_parser = parse_id_space)]
+    id_space: String,
     #[command(flatten)]
     blocks: BlockArgs,
     #[command(flatten)]
@@ -198,6 +205,19 @@ impl ServeArgs {
             sequences,
             source,
             wait_for_number,
+            id_space: self.id_space,
         })
+    }
+}
+
+/// An `--id-space` name: 1 to 64 of `A-Z`, `a-z`, `0-9`, `.`, `_` and `-`.
+fn parse_id_space(text: &str) -> Result<String, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if (1..=64).contains(&text.len()) && text.chars().all(allowed) {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "{text:?} is not an ID space name: 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-'"
+        ))
     }
 }

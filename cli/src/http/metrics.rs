@@ -217,17 +217,42 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
             label("datacenter", &lease.datacenter.to_string()),
             lease.worker,
         );
-        gauge(
-            "idgen_worker_info",
-            "1, labelled with the (datacenter, worker) pair held: two processes reporting \
-             the same pair is an alert",
-            vec![
-                ("datacenter".to_string(), lease.datacenter.to_string()),
-                ("worker".to_string(), lease.worker.to_string()),
-            ],
-            1,
-        );
     }
+    // Every number held, the service's own and the lease API's, in its ID space.
+    let held = lease
+        .map(|lease| ("service", (lease.datacenter, lease.worker)))
+        .into_iter()
+        .chain(
+            service
+                .lease_api
+                .iter()
+                .flat_map(|api| api.held_numbers())
+                .map(|number| ("lease_api", number)),
+        );
+    let info = Family::<Labels, Gauge>::default();
+    let space = &service.holder_labels;
+    for (holder, (datacenter, worker)) in held {
+        let labels: Labels = [
+            ("space", space.space.as_str()),
+            ("layout", space.layout.as_str()),
+            ("store", space.store.as_str()),
+            ("holder", holder),
+            ("datacenter", &datacenter.to_string()),
+            ("worker", &worker.to_string()),
+        ]
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
+        info.get_or_create(&labels).set(1);
+    }
+    registry.register(
+        "idgen_worker_info",
+        "1 for every worker number held, the service's own (holder=service) and each one \
+         leased through the lease API (holder=lease_api), labelled with its ID space (space: \
+         --id-space; layout: widths and epoch) and store: two holders of one (space, layout, \
+         datacenter, worker) issue the same IDs, an alert",
+        info,
+    );
     registry.register(
         "idgen_http_request_duration_seconds",
         "Time from a request's arrival to its response, by endpoint (the route's pattern, or \

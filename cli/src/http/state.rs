@@ -34,4 +34,17 @@ pub struct Service {
     pub issued_by_kind: [AtomicU64; 3],
     /// Responses and request latency, filled by the counting middleware.
     pub traffic: Arc<Traffic>,
+    /// What `idgen_worker_info` says of every number held besides the number itself.
+    pub holder_labels: HolderLabels,
+}
+
+/// The ID space a number is held in, and where from: the labels that let one Prometheus
+/// alert on two holders of one number without matching two ID spaces.
+pub struct HolderLabels {
+    /// `--id-space`.
+    pub space: String,
+    /// The layout's widths and epoch (`serve::layout_fingerprint`).
+    pub layout: String,
+    /// The lease store (`StoreArgs::label`).
+    pub store: String,
 }

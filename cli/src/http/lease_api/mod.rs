@@ -52,6 +52,8 @@ enum Entry {
         lease: Arc<Mutex<Option<ExternalLease>>>,
         holder: String,
         renewed: Instant,
+        /// The (datacenter, worker) it holds, for the metrics (a lease keeps its number).
+        number: (u64, u64),
     },
     Ended {
         why: &'static str,
@@ -96,6 +98,7 @@ impl LeaseApi {
                 lease,
                 renewed,
                 holder,
+                ..
             } = entry
                 && renewed.elapsed() > ttl
             {
@@ -126,10 +129,18 @@ impl LeaseApi {
 
     /// How many leases are held now.
     pub fn held(&self) -> usize {
+        self.held_numbers().len()
+    }
+
+    /// The (datacenter, worker) of each lease held now.
+    pub fn held_numbers(&self) -> Vec<(u64, u64)> {
         self.leases()
             .values()
-            .filter(|entry| matches!(entry, Entry::Held { .. }))
-            .count()
+            .filter_map(|entry| match entry {
+                Entry::Held { number, .. } => Some(*number),
+                Entry::Ended { .. } => None,
+            })
+            .collect()
     }
 }
 
@@ -251,6 +262,7 @@ async fn lease_inner(
             lease: Arc::new(Mutex::new(Some(lease))),
             holder,
             renewed: Instant::now(),
+            number: (terms.datacenter, terms.worker),
         },
     );
     Ok(axum::Json(lease_terms(&lease_id, &terms, &api.layout)).into_response())
