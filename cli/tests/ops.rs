@@ -62,7 +62,12 @@ fn every_number_held_is_reported_with_its_id_space_and_store() {
             token.to_str().unwrap(),
         ],
     );
-    let store = format!("file:{}", std::fs::canonicalize(&dir).unwrap().display());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let store = format!(
+        "file:{}:{}",
+        host.trim(),
+        std::fs::canonicalize(&dir).unwrap().display()
+    );
     let own = labels(&[
         ("space", "staging-eu"),
         ("layout", "41.5.5.12@1704067200000"),
@@ -268,4 +273,59 @@ fn prometheus_loads_the_rules_and_alerts_on_two_services_holding_one_number() {
     assert_eq!(stores.len(), 2, "{series}");
     drop(prometheus);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The environment `ops/systemd/idgen.service` gives the service, `%S` (the state
+/// directory's parent) standing for `state`.
+fn unit_environment(state: &Path) -> Vec<(String, String)> {
+    let unit = std::fs::read_to_string("../ops/systemd/idgen.service").unwrap();
+    unit.lines()
+        .filter_map(|line| line.strip_prefix("Environment="))
+        .flat_map(|assignments| assignments.split_whitespace())
+        .map(|assignment| {
+            let (name, value) = assignment.split_once('=').unwrap();
+            (
+                name.to_string(),
+                value.replace("%S", state.to_str().unwrap()),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_service_units_environment_keeps_its_state_in_the_state_directory_with_every_store() {
+    let state = temp_dir("ops-unit-state");
+    let environment = unit_environment(&state);
+    assert!(!environment.is_empty());
+    // On the embedded default: its lease and block directories under the state directory.
+    let mut command = common::idgen_command();
+    command
+        .envs(environment.iter().map(|(name, value)| (name, value)))
+        .args(["serve", "--listen", "127.0.0.1:0"]);
+    let service = Service::start_in(&mut command);
+    assert_eq!(service.get("/v1/ids?count=1").ids().len(), 1);
+    assert!(state.join("idgen/leases").is_dir());
+    assert!(state.join("idgen/blocks").is_dir());
+    drop(service);
+    // With a fleet's stores, as the environment file's examples set them: no flag of the
+    // unit's conflicts with theirs (a conflict exits 2 before anything is tried). These
+    // stores do not answer: the service exits 1 saying so.
+    let unreachable = "postgresql://idgen@127.0.0.1:1/idgen";
+    for store in [
+        ("IDGEN_LEASE_POSTGRES", unreachable),
+        ("IDGEN_POSTGRES", unreachable),
+    ] {
+        let mut command = common::idgen_command();
+        command
+            .envs(environment.iter().map(|(name, value)| (name, value)))
+            .env(store.0, store.1)
+            .args(["serve", "--listen", "127.0.0.1:0"]);
+        let (status, _, stderr) = common::run(&mut command, "idgen serve");
+        let stderr = String::from_utf8_lossy(&stderr);
+        assert!(
+            !stderr.contains("cannot be used with"),
+            "{store:?}: {stderr}"
+        );
+        assert_ne!(status.code(), Some(2), "{store:?}: {stderr}");
+    }
 }

@@ -250,6 +250,15 @@ fn through_an_outage_healthz_says_so_and_ids_flow_until_the_mark() {
     let health = service.get("/healthz");
     assert_eq!(health.status, 503);
     assert_eq!(health.json()["lease"], "Expired");
+    // It issues on no number now: it reports none, so that the number's next holder is no
+    // duplicate to the alert rules.
+    let metrics = service.get("/metrics").body;
+    assert!(
+        !metrics
+            .lines()
+            .any(|line| line.starts_with("idgen_worker_info{")),
+        "{metrics}"
+    );
 
     // etcd reachable again: the lease ran out there, but nobody touched the number, so
     // the service takes it back and answers again (after its retry interval).
@@ -260,6 +269,7 @@ fn through_an_outage_healthz_says_so_and_ids_flow_until_the_mark() {
     println!("answering again {took:?} after etcd was reachable");
     let health = service.get("/healthz").json();
     assert_eq!(health["lease"], "Valid");
+    metric(&service, "idgen_worker_info{");
     assert_eq!(health["worker"], worker);
     assert_eq!(
         metric(&service, "idgen_lease_outage "),

@@ -104,7 +104,7 @@ fn a_replacement_exits_once_its_bound_has_passed_with_no_number_free() {
 
 #[test]
 fn a_replacement_waits_for_its_clock_to_pass_a_mark_further_ahead_than_a_start_waits() {
-    // The only number's previous holder ran 8 s ahead of this host: its mark lies further
+    // The only number's previous holder ran 12 s ahead of this host: its mark lies further
     // ahead than a start waits for (a file store's horizon and a second, 4 s), so taking
     // the number is refused as ClockBehindMark; a replacement told to wait for a number
     // waits for this clock to pass the mark instead of exiting.
@@ -120,7 +120,7 @@ fn a_replacement_waits_for_its_clock_to_pass_a_mark_further_ahead_than_a_start_w
         ],
         &[
             ("LD_PRELOAD", libfaketime.as_path()),
-            ("FAKETIME", std::path::Path::new("+8s")),
+            ("FAKETIME", std::path::Path::new("+12s")),
             ("DONT_FAKE_MONOTONIC", std::path::Path::new("1")),
         ],
     );

@@ -242,26 +242,30 @@ impl StoreArgs {
     }
 
     /// The store as the metrics name it (`idgen_worker_info{store}`): its kind and place,
-    /// never a password: `file:DIR`, `etcd:HOST:PORT,... NAMESPACE`, `postgres:HOST:PORT/DB
-    /// NAMESPACE`.
+    /// read from the parsed address so that no user, password or option can show:
+    /// `file:HOST:DIR`, `etcd:HOST:PORT,... NAMESPACE`, `postgres:HOST:PORT,.../DB NAMESPACE`.
     pub fn label(&self) -> String {
         if let Some(url) = &self.lease_postgres {
-            return format!("postgres:{} {}", url_place(url), self.namespace);
+            return format!("postgres:{} {}", postgres_place(url), self.namespace);
         }
         if let Some(endpoints) = &self.etcd {
-            let places: Vec<String> = endpoints.split(',').map(url_place).collect();
+            let places: Vec<String> = endpoints.split(',').map(http_place).collect();
             return format!("etcd:{} {}", places.join(","), self.namespace);
         }
         let dir = match &self.lease_dir {
             Some(dir) => Some(dir.clone()),
             None => idgen::lease::default_lease_dir().ok(),
         };
+        // Two hosts' directories are two stores at one path: the host tells them apart.
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|name| name.trim().to_string())
+            .unwrap_or_default();
         match dir {
             Some(dir) => {
                 let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-                format!("file:{}", dir.display())
+                format!("file:{host}:{}", dir.display())
             }
-            None => "file:".to_string(),
+            None => format!("file:{host}:"),
         }
     }
 
@@ -344,34 +348,77 @@ pub fn etcd_store(
     ))
 }
 
-/// The host, port and path of a URL, without its scheme, user, password or query (where a
-/// password may also be): `postgresql://idgen:secret@db:5432/ids?sslmode=require` is
-/// `db:5432/ids`. Text that is no URL is not shown.
-fn url_place(url: &str) -> String {
-    let Some((_, rest)) = url.trim().split_once("://") else {
-        return "(not a URL)".to_string();
+/// The hosts, ports and database of a PostgreSQL connection string, as the client parses
+/// it: `postgresql://idgen:secret@db:5432/ids?sslmode=require` is `db:5432/ids`.
+fn postgres_place(url: &str) -> String {
+    use std::str::FromStr;
+    let Ok(config) = postgres::Config::from_str(url) else {
+        return "(unparsed)".to_string();
     };
-    let rest = rest.split(['?', '#']).next().unwrap_or_default();
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    format!("{host}{path}")
+    let ports = config.get_ports();
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let host = match host {
+                postgres::config::Host::Tcp(name) => name.clone(),
+                postgres::config::Host::Unix(path) => path.display().to_string(),
+            };
+            // One port for every host, or one each; 5432 when none is given.
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            format!("{host}:{port}")
+        })
+        .collect();
+    format!(
+        "{}/{}",
+        hosts.join(","),
+        config.get_dbname().unwrap_or_default()
+    )
+}
+
+/// The host and port of an etcd endpoint, as an HTTP client parses it.
+fn http_place(endpoint: &str) -> String {
+    match endpoint.trim().parse::<axum::http::Uri>() {
+        Ok(uri) => match (uri.host(), uri.port_u16()) {
+            (Some(host), Some(port)) => format!("{host}:{port}"),
+            (Some(host), None) => host.to_string(),
+            _ => "(unparsed)".to_string(),
+        },
+        Err(_) => "(unparsed)".to_string(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::url_place;
+    use super::{http_place, postgres_place};
 
     #[test]
     fn a_store_label_shows_no_password() {
-        assert_eq!(
-            url_place("postgresql://idgen:s3cret@db:5432/ids?sslmode=require&password=x"),
-            "db:5432/ids"
-        );
-        assert_eq!(url_place("http://user:pw@etcd-1:2379"), "etcd-1:2379");
-        assert_eq!(url_place("http://127.0.0.1:2379/"), "127.0.0.1:2379/");
-        assert_eq!(url_place("host=db password=secret"), "(not a URL)");
-        assert_eq!(url_place("postgresql://a@b@db/x#frag"), "db/x");
+        for (url, place) in [
+            (
+                "postgresql://idgen:s3cret@db:5432/ids?sslmode=require&password=x",
+                "db:5432/ids",
+            ),
+            ("postgresql://idgen:pa/ss@db/ids", "db:5432/ids"),
+            ("postgresql://idgen:pa?ss@db/ids", "db:5432/ids"),
+            ("postgresql://idgen:p%40ss@db:6543/ids", "db:6543/ids"),
+            ("postgresql://idgen@a:1,b:2/ids", "a:1,b:2/ids"),
+            (
+                "host=db port=5433 dbname=ids password=secret",
+                "db:5433/ids",
+            ),
+        ] {
+            let shown = postgres_place(url);
+            assert_eq!(shown, place, "{url}");
+            assert!(
+                !shown.contains("ss") && !shown.contains("secret"),
+                "{shown}"
+            );
+        }
+        assert_eq!(http_place("http://user:pw@etcd-1:2379"), "etcd-1:2379");
+        assert_eq!(http_place("http://127.0.0.1:2379/"), "127.0.0.1:2379");
+        assert_eq!(http_place("http://[::1]:2379"), "[::1]:2379");
+        assert_eq!(http_place("not a url at all"), "(unparsed)");
     }
 }

@@ -218,15 +218,19 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
             lease.worker,
         );
     }
-    // Every number held, the service's own and the lease API's, in its ID space.
+    // Every number IDs are issued on now, the service's own and the lease API's, in its
+    // ID space: a number whose lease expired or was lost issues nothing, and its next
+    // holder reporting it is no duplicate.
+    let now_unix_ms = SystemClock.now_unix_ms();
     let held = lease
+        .filter(|lease| matches!(lease.state, LeaseState::Valid | LeaseState::Outage))
         .map(|lease| ("service", (lease.datacenter, lease.worker)))
         .into_iter()
         .chain(
             service
                 .lease_api
                 .iter()
-                .flat_map(|api| api.held_numbers())
+                .flat_map(|api| api.issuing_numbers(now_unix_ms))
                 .map(|number| ("lease_api", number)),
         );
     let info = Family::<Labels, Gauge>::default();
@@ -247,10 +251,11 @@ async fn metrics(State(service): State<Arc<Service>>) -> Response {
     }
     registry.register(
         "idgen_worker_info",
-        "1 for every worker number held, the service's own (holder=service) and each one \
-         leased through the lease API (holder=lease_api), labelled with its ID space (space: \
-         --id-space; layout: widths and epoch) and store: two holders of one (space, layout, \
-         datacenter, worker) issue the same IDs, an alert",
+        "1 for every worker number IDs are issued on now, the service's own (holder=service, \
+         while its lease is valid or in an outage before the mark) and each one leased \
+         through the lease API (holder=lease_api, between the previous mark and its own), \
+         labelled with its ID space (space: --id-space; layout: widths and epoch) and store: \
+         two holders of one (space, datacenter, worker) issue the same IDs, an alert",
         info,
     );
     registry.register(

@@ -129,15 +129,32 @@ impl LeaseApi {
 
     /// How many leases are held now.
     pub fn held(&self) -> usize {
-        self.held_numbers().len()
+        self.leases()
+            .values()
+            .filter(|entry| matches!(entry, Entry::Held { .. }))
+            .count()
     }
 
-    /// The (datacenter, worker) of each lease held now.
-    pub fn held_numbers(&self) -> Vec<(u64, u64)> {
+    /// The (datacenter, worker) of each lease whose holder may issue IDs at `now_unix_ms`:
+    /// after the previous holder's mark and up to its own (a lease whose renewals fail
+    /// past its mark, or whose client still waits for the previous mark, issues nothing).
+    /// A lease being renewed right now counts (its client is alive).
+    pub fn issuing_numbers(&self, now_unix_ms: u64) -> Vec<(u64, u64)> {
         self.leases()
             .values()
             .filter_map(|entry| match entry {
-                Entry::Held { number, .. } => Some(*number),
+                Entry::Held { number, lease, .. } => {
+                    let issuing = match lease.try_lock() {
+                        Ok(held) => held.as_ref().is_some_and(|held| {
+                            let terms = held.terms();
+                            terms.resume_after_unix_ms < now_unix_ms
+                                && now_unix_ms < terms.valid_until_unix_ms
+                        }),
+                        Err(std::sync::TryLockError::WouldBlock) => true,
+                        Err(std::sync::TryLockError::Poisoned(_)) => false,
+                    };
+                    issuing.then_some(*number)
+                }
                 Entry::Ended { .. } => None,
             })
             .collect()
