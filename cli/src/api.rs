@@ -17,6 +17,7 @@ use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::{Ref, RefOr};
 use utoipa::{IntoParams, IntoResponses, PartialSchema, ToSchema};
 
+use crate::fleet::FleetNumber;
 use crate::kinds::Kind;
 use crate::opaque::Form;
 use crate::time;
@@ -278,6 +279,54 @@ pub struct Health {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub gives_up_in_ms: Option<u64>,
+}
+
+/// What the status page shows: this instance's lease, the IDs it handed out, and the fleet
+/// of its store's range.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// This instant on the service's clock, in Unix milliseconds: a rate is the change of
+    /// `issued` between two answers over the change of this.
+    pub now_ms: u64,
+    /// `--id-space`.
+    pub id_space: String,
+    /// The layout's widths and epoch, `time.datacenter.worker.sequence@epoch`.
+    pub layout: String,
+    /// The lease store (no password).
+    pub store: String,
+    /// This instance's lease, as `/healthz` reports it.
+    pub lease: Health,
+    /// IDs handed out over HTTP since the start, by kind.
+    pub issued: IssuedByKind,
+    pub fleet: FleetStatus,
+}
+
+/// IDs handed out over HTTP since the start, by kind.
+#[derive(Serialize, ToSchema)]
+pub struct IssuedByKind {
+    pub snowflake: u64,
+    pub uuidv7: u64,
+    pub ulid: u64,
+}
+
+/// The store's worker numbers of this service's range, from a survey at most 2 s old
+/// (every request shares it; none surveys the store itself).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetStatus {
+    /// When the survey shown was made, in Unix milliseconds; null until one succeeds.
+    #[schema(required = true)]
+    pub surveyed_at_ms: Option<u64>,
+    /// Whether holder names (and the store's words on an anomaly) are shown: only to a
+    /// request with the lease API's token, or by a service started with
+    /// `--status-shows-holders`.
+    pub holders_shown: bool,
+    pub numbers: Vec<FleetNumber>,
+    /// Why the latest survey failed, or that one has been under way for long (`numbers`
+    /// are then the last good ones).
+    #[schema(required = true)]
+    pub error: Option<String>,
 }
 
 /// A worker number leased through the lease API, and the terms to issue IDs by.

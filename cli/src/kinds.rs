@@ -28,6 +28,15 @@ pub const KINDS: [Kind; 3] = [Kind::Snowflake, Kind::Uuidv7, Kind::Ulid];
 impl Kind {
     pub const NAMES: &str = r#""snowflake", "uuidv7" or "ulid""#;
 
+    /// Where the kind is in [`KINDS`] (and in the service's per-kind counters).
+    pub fn index(self) -> usize {
+        match self {
+            Kind::Snowflake => 0,
+            Kind::Uuidv7 => 1,
+            Kind::Ulid => 2,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::Snowflake => "snowflake",
@@ -79,4 +88,16 @@ impl CountedGenerators {
 /// IDs as their text forms.
 pub fn as_text<T: ToString>(ids: Vec<T>) -> Vec<String> {
     ids.iter().map(ToString::to_string).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_is_at_its_index() {
+        for (at, kind) in KINDS.iter().enumerate() {
+            assert_eq!(kind.index(), at, "{kind:?}");
+        }
+    }
 }

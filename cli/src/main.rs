@@ -11,6 +11,7 @@ mod bounds;
 mod commands;
 mod decoding;
 mod failure;
+mod fleet;
 mod http;
 mod kinds;
 mod lifetime;

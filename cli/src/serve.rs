@@ -18,7 +18,7 @@ use crate::http::ids::INLINE_BATCH;
 use crate::http::lease_api::LeaseApi;
 use crate::http::plumbing::Traffic;
 use crate::http::sequences::Sequences;
-use crate::http::state::Service;
+use crate::http::state::{Service, StatusView};
 use crate::kinds::CountedGenerators;
 use crate::own_lease::OwnLease;
 
@@ -41,6 +41,8 @@ pub struct Plan {
     pub wait_for_number: Duration,
     /// The ID space's name, for the metrics.
     pub id_space: String,
+    /// The status page's fleet survey, and who sees holder names.
+    pub status: StatusView,
 }
 
 /// Runs the service `plan` describes until a signal, or the loss of its worker number,
@@ -59,6 +61,7 @@ pub fn run(plan: Plan) -> Result<(), Failure> {
         source,
         wait_for_number,
         id_space,
+        status,
     } = plan;
     let api_source = source.clone();
     let holder_labels = crate::http::state::HolderLabels {
@@ -95,6 +98,7 @@ pub fn run(plan: Plan) -> Result<(), Failure> {
         issued_by_kind: Default::default(),
         traffic: Arc::new(Traffic::new()),
         holder_labels,
+        status,
     });
     drop(own);
     let served = runtime.block_on(serve(Arc::clone(&service), listener, lease_failed, grace));

@@ -111,6 +111,102 @@ fn every_number_held_is_reported_with_its_id_space_and_store() {
     assert_eq!(samples(&service, "idgen_worker_info"), vec![(own, 1.0)]);
 }
 
+/// The lease API's request with the token of these tests.
+fn lease_api(service: &Service, method: &str, path: &str, body: &str) -> common::Reply {
+    service.request(
+        method,
+        path,
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", "Bearer t0k3n"),
+        ],
+        body.as_bytes(),
+    )
+}
+
+#[test]
+fn a_lease_api_number_is_reported_only_once_its_previous_holders_mark_has_passed() {
+    let dir = new_lease_dir("ops-resume");
+    let token = dir.with_file_name("token");
+    std::fs::write(&token, "t0k3n\n").unwrap();
+    // Two numbers: the service's own, and one for the lease API.
+    let service = Service::start(
+        &dir,
+        &[
+            "--workers",
+            "0-1",
+            "--lease-ttl",
+            "10s",
+            "--outage-horizon",
+            "10s",
+            "--lease-api-token-file",
+            token.to_str().unwrap(),
+        ],
+    );
+    let api_numbers = |service: &Service| {
+        samples(service, "idgen_worker_info")
+            .into_iter()
+            .filter(|(labels, _)| labels["holder"] == "lease_api")
+            .map(|(labels, _)| labels["worker"].clone())
+            .collect::<Vec<_>>()
+    };
+    // The first client releases without saying when it last issued: its mark, written
+    // ahead, stands, and the next holder of the number waits for it.
+    let first = lease_api(
+        &service,
+        "POST",
+        "/v1/generators/lease",
+        r#"{"holder": "first"}"#,
+    );
+    assert_eq!(first.status, 200, "{}", first.body);
+    let first = first.json();
+    let released = lease_api(
+        &service,
+        "DELETE",
+        &format!("/v1/generators/{}", first["leaseId"].as_str().unwrap()),
+        "",
+    );
+    assert_eq!(released.status, 204, "{}", released.body);
+    let second = lease_api(
+        &service,
+        "POST",
+        "/v1/generators/lease",
+        r#"{"holder": "second"}"#,
+    );
+    assert_eq!(second.status, 200, "{}", second.body);
+    let second = second.json();
+    assert_eq!(second["worker"], first["worker"]);
+    let resume_after = second["resumeAfterMs"].as_u64().unwrap();
+    let reported_before = api_numbers(&service);
+    let sampled_at = common::unix_ms();
+    assert!(
+        sampled_at < resume_after,
+        "the sample came after the mark ({sampled_at} >= {resume_after}): nothing was checked"
+    );
+    assert_eq!(
+        reported_before,
+        Vec::<String>::new(),
+        "reported before the previous mark"
+    );
+    // Once the mark has passed, the number is issued on, and reported (the client renews
+    // meanwhile, as a client does, every second).
+    let worker = second["worker"].to_string();
+    let renew = format!(
+        "/v1/generators/{}/renew",
+        second["leaseId"].as_str().unwrap()
+    );
+    let mut renewed = std::time::Instant::now();
+    wait_until("the number reported after the mark", PATIENCE, || {
+        if renewed.elapsed() >= Duration::from_secs(1) {
+            let reply = lease_api(&service, "POST", &renew, "");
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            renewed = std::time::Instant::now();
+        }
+        api_numbers(&service) == [worker.clone()]
+    });
+    assert!(common::unix_ms() > resume_after);
+}
+
 #[test]
 fn an_id_space_name_is_checked() {
     for bad in ["", "prod eu", "prod/eu", &"x".repeat(65), "naïve"] {

@@ -152,6 +152,16 @@ pub struct LeaseSource {
 }
 
 impl LeaseArgs {
+    /// The store the status page surveys (see [`StoreArgs::survey_store`]).
+    pub fn survey_store(
+        &self,
+        serving: &Arc<dyn LeaseStore>,
+    ) -> Result<Arc<dyn LeaseStore>, Failure> {
+        self.store.survey_store(serving)
+    }
+}
+
+impl LeaseArgs {
     /// Checks the range and the layout's epoch, and opens the store.
     pub fn source(&self, layout: Layout) -> Result<LeaseSource, Failure> {
         let range = self.range.range(&layout)?;
@@ -267,6 +277,20 @@ impl StoreArgs {
             }
             None => format!("file:{host}:"),
         }
+    }
+
+    /// The store the status page's fleet view surveys: for etcd and PostgreSQL one of its
+    /// own, on a connection apart from `serving`'s (whose requests go one at a time: a slow
+    /// survey would queue the service's renewals behind it); for a directory, `serving`
+    /// itself (a survey reads files and takes no lock that a renewal waits for).
+    pub fn survey_store(
+        &self,
+        serving: &Arc<dyn LeaseStore>,
+    ) -> Result<Arc<dyn LeaseStore>, Failure> {
+        if self.lease_postgres.is_some() || self.etcd.is_some() {
+            return self.open().map(Arc::from);
+        }
+        Ok(Arc::clone(serving))
     }
 
     pub fn open(&self) -> Result<Box<dyn LeaseStore>, Failure> {

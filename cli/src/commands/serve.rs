@@ -18,6 +18,8 @@ use crate::http::ids::DEFAULT_MAX_BATCH;
 use crate::http::lease_api::read_token;
 use crate::http::openapi::Shape;
 use crate::http::sequences::Sequences;
+use crate::http::state::StatusView;
+use crate::http::status::fleet_cache::FleetCache;
 use crate::kinds::CountedGenerators;
 use crate::lifetime;
 use crate::log::{LogFormat, SERVICE_TARGET};
@@ -82,6 +84,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "NAME", default_value = "default", env = "IDGEN_ID_SPACE",
         value_parser = parse_id_space)]
     id_space: String,
+    /// Show holder names, and the store's own words on a bad record or a failed survey, on
+    /// the status page (`/status`, `/v1/status`) to everyone who can reach the service;
+    /// without it, only a request with the lease API's token sees them.
+    #[arg(long, env = "IDGEN_STATUS_SHOWS_HOLDERS")]
+    status_shows_holders: bool,
     #[command(flatten)]
     blocks: BlockArgs,
     #[command(flatten)]
@@ -183,6 +190,15 @@ impl ServeArgs {
         // A store that serves another layout, or an etcd namespace never initialised, is bad
         // input: refused before listening.
         source.store.bind_layout(&layout).map_err(acquire_failure)?;
+        // The status page's fleet view: a store of its own where requests queue (see
+        // `StoreArgs::survey_store`); a mark further ahead than this fleet's TTL and horizon
+        // is an anomaly.
+        let survey_store = self.lease.survey_store(&source.store)?;
+        survey_store.bind_layout(&layout).map_err(acquire_failure)?;
+        let status = StatusView {
+            fleet: FleetCache::new(survey_store, source.range, source.crashed_holder_bound()),
+            shows_holders: self.status_shows_holders,
+        };
         let wait_for_number = self
             .wait_for_number
             .unwrap_or_else(|| source.crashed_holder_bound() + Duration::from_secs(1));
@@ -206,6 +222,7 @@ impl ServeArgs {
             source,
             wait_for_number,
             id_space: self.id_space,
+            status,
         })
     }
 }

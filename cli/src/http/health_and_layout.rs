@@ -48,6 +48,12 @@ async fn layout(State(service): State<Arc<Service>>) -> Response {
     )
 )]
 async fn healthz(State(service): State<Arc<Service>>) -> Response {
+    let (status, body) = health(&service);
+    (status, axum::Json(body)).into_response()
+}
+
+/// Where the service's own lease stands, and whether that is issuing (200) or not (503).
+pub fn health(service: &Service) -> (StatusCode, Health) {
     let Some(generator) = service.own.generator() else {
         let (pending, now) = (service.own.pending(), SystemClock.now_unix_ms());
         let mut body = Health {
@@ -77,7 +83,7 @@ async fn healthz(State(service): State<Arc<Service>>) -> Response {
                 body.gives_up_in_ms = Some(gives_up_unix_ms.saturating_sub(now));
             }
         }
-        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+        return (StatusCode::SERVICE_UNAVAILABLE, body);
     };
     let stats = generator.lease_stats();
     let lease = match stats.state {
@@ -103,5 +109,5 @@ async fn healthz(State(service): State<Arc<Service>>) -> Response {
         starts_in_ms: None,
         gives_up_in_ms: None,
     };
-    (status, axum::Json(body)).into_response()
+    (status, body)
 }

@@ -18,7 +18,7 @@ use crate::api::{
 use crate::decoding::decode_any;
 use crate::http::plumbing::{ApiError, method_not_allowed, read_json_object};
 use crate::http::state::Service;
-use crate::kinds::{KINDS, Kind, as_text};
+use crate::kinds::{Kind, as_text};
 use crate::opaque::Form;
 
 /// `--max-batch` unless given: the largest count one request may ask for.
@@ -179,8 +179,7 @@ async fn issue(
     service
         .ids_issued
         .fetch_add(ids.len() as u64, Ordering::Relaxed);
-    let slot = KINDS.iter().position(|&k| k == kind).unwrap_or_default();
-    service.issued_by_kind[slot].fetch_add(ids.len() as u64, Ordering::Relaxed);
+    service.issued_by_kind[kind.index()].fetch_add(ids.len() as u64, Ordering::Relaxed);
     Ok(axum::Json(IdList { ids }).into_response())
 }
 

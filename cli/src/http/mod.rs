@@ -1,7 +1,8 @@
 //! The HTTP service: JSON in and out, every ID as a string (Snowflake IDs in decimal). A
-//! module per resource (`ids`, `bounds`, `health_and_layout`, `sequences`, `lease_api`, `metrics`,
-//! `openapi`), what they share in `plumbing` and `state`; here, the router and the OpenAPI
-//! document, both made from the same route lists. `serve` runs it.
+//! module per resource (`ids`, `bounds`, `health_and_layout`, `sequences`, `lease_api`,
+//! `metrics`, `openapi`, and `status`, the page for people), what they share in `plumbing`
+//! and `state`; here, the router and the OpenAPI document, both made from the same route
+//! lists. `serve` runs it.
 
 pub mod bounds;
 pub mod health_and_layout;
@@ -12,6 +13,7 @@ pub mod openapi;
 pub mod plumbing;
 pub mod sequences;
 pub mod state;
+pub mod status;
 
 use std::sync::Arc;
 
@@ -31,6 +33,7 @@ fn service_routes() -> OpenApiRouter<Arc<Service>> {
         .merge(health_and_layout::routes())
         .merge(metrics::routes())
         .merge(openapi::routes())
+        .merge(status::routes())
 }
 
 /// The OpenAPI document of every endpoint, from the same route lists the router is built

@@ -10,6 +10,7 @@ use idgen::opaque::Codec;
 use crate::http::lease_api::LeaseApi;
 use crate::http::plumbing::Traffic;
 use crate::http::sequences::Sequences;
+use crate::http::status::fleet_cache::FleetCache;
 use crate::kinds::CountedGenerators;
 use crate::own_lease::OwnLease;
 
@@ -36,6 +37,8 @@ pub struct Service {
     pub traffic: Arc<Traffic>,
     /// What `idgen_worker_info` says of every number held besides the number itself.
     pub holder_labels: HolderLabels,
+    /// The status page's fleet survey, and who sees holder names.
+    pub status: StatusView,
 }
 
 /// The ID space a number is held in, and where from: the labels that let one Prometheus
@@ -47,4 +50,12 @@ pub struct HolderLabels {
     pub layout: String,
     /// The lease store (`StoreArgs::label`).
     pub store: String,
+}
+
+/// What the status page needs beside the rest of the state.
+pub struct StatusView {
+    /// The fleet view: one survey of the store, shared by every request.
+    pub fleet: Arc<FleetCache>,
+    /// `--status-shows-holders`: holder names to every viewer.
+    pub shows_holders: bool,
 }

@@ -80,6 +80,26 @@ fn a_fleet_on_postgres_initialises_issues_lists_and_refuses_a_second_layout() {
     assert_eq!(reply.status, 200, "{reply:?}");
     let terms = reply.json();
     assert_ne!(terms["worker"], service.worker);
+    // The status page's fleet view (a PostgreSQL session of its own) shows both numbers.
+    let bearer = [("Authorization", "Bearer a-token-for-the-postgres-test")];
+    let held_by = |status: &serde_json::Value, holder: &str| {
+        status["fleet"]["numbers"]
+            .as_array()
+            .is_some_and(|numbers| {
+                numbers
+                    .iter()
+                    .any(|number| number["state"] == "held" && number["holder"] == holder)
+            })
+    };
+    crate::common::wait_until(
+        "the status showing both holders",
+        crate::common::PATIENCE,
+        || {
+            let status = service.request("GET", "/v1/status", &bearer, b"").json();
+            let own = format!("idgen serve, pid {}", service.child.id());
+            held_by(&status, "billing-7f9c") && held_by(&status, &own)
+        },
+    );
 
     // The same layout from another process: a number of its own.
     let (status, stdout, stderr) = run(&[

@@ -7,6 +7,7 @@ use idgen::lease::NumberState;
 use crate::args::layout::LayoutArgs;
 use crate::args::lease::{RangeArgs, StoreArgs};
 use crate::failure::Failure;
+use crate::fleet::{Shown, far_ahead_ms, fleet_numbers};
 
 /// `idgen leases`: the fleet view.
 #[derive(Args)]
@@ -32,51 +33,22 @@ impl ListArgs {
             .survey(&range)
             .map_err(|error| Failure::runtime(error.to_string()))?;
         let now = idgen::Clock::now_unix_ms(&idgen::SystemClock);
-        // A mark further ahead than a horizon and a TTL was not written by a holder on a
-        // clock that agrees with this one.
-        let far_ms = (store.default_outage_horizon() + store.ttl()).as_millis() as u64;
-        let rows: Vec<serde_json::Value> = numbers
-            .iter()
-            .map(|number| {
-                let valid_for_ms = number.mark_unix_ms.map(|mark| mark as i64 - now as i64);
-                let far = number.mark_unix_ms.is_some_and(|mark| mark > now + far_ms);
-                let mut anomalies = Vec::new();
-                if far {
-                    anomalies.push(format!(
-                        "mark more than {} s ahead of this clock",
-                        far_ms / 1000
-                    ));
-                }
-                if let Some(detail) = &number.detail {
-                    anomalies.push(detail.clone());
-                }
-                serde_json::json!({
-                    "datacenter": number.datacenter,
-                    "worker": number.worker,
-                    "state": number.state.as_str(),
-                    "holder": number.holder,
-                    "markMs": number.mark_unix_ms,
-                    "validForMs": valid_for_ms,
-                    "anomalies": anomalies,
-                })
-            })
-            .collect();
+        let rows = fleet_numbers(&numbers, now, far_ahead_ms(store.as_ref()), Shown::All);
         if self.json {
-            println!("{}", serde_json::Value::Array(rows));
+            let text = serde_json::to_string(&rows)
+                .map_err(|error| Failure::runtime(error.to_string()))?;
+            println!("{text}");
             return Ok(());
         }
-        for (number, row) in numbers.iter().zip(&rows) {
+        for row in &rows {
             let mut line = format!(
                 "dc {} worker {:>4}  {:<7}",
-                number.datacenter,
-                number.worker,
-                number.state.as_str()
+                row.datacenter, row.worker, row.state
             );
-            if let Some(holder) = &number.holder {
+            if let Some(holder) = &row.holder {
                 line += &format!("  holder {holder:?}");
             }
-            if let Some(mark) = number.mark_unix_ms {
-                let left = mark as i64 - now as i64;
+            if let (Some(mark), Some(left)) = (row.mark_ms, row.valid_for_ms) {
                 let when = if left > 0 {
                     format!("{:.1} s from now", left as f64 / 1000.0)
                 } else {
@@ -84,8 +56,8 @@ impl ListArgs {
                 };
                 line += &format!("  mark {} ({when})", crate::time::rfc3339_ms(mark));
             }
-            for anomaly in row["anomalies"].as_array().into_iter().flatten() {
-                line += &format!("  ! {}", anomaly.as_str().unwrap_or_default());
+            for anomaly in &row.anomalies {
+                line += &format!("  ! {anomaly}");
             }
             println!("{line}");
         }

@@ -177,7 +177,10 @@ pub fn routes() -> OpenApiRouter<Option<Arc<LeaseApi>>> {
 type ApiState = State<Option<Arc<LeaseApi>>>;
 
 /// The API, if it is on and the request carries its token.
-fn authorised(api: Option<Arc<LeaseApi>>, headers: &HeaderMap) -> Result<Arc<LeaseApi>, ApiError> {
+pub fn authorised(
+    api: Option<Arc<LeaseApi>>,
+    headers: &HeaderMap,
+) -> Result<Arc<LeaseApi>, ApiError> {
     let Some(api) = api else {
         return Err(ApiError(
             StatusCode::NOT_FOUND,
