@@ -206,6 +206,18 @@ fn another_authorization_scheme_shows_no_name_and_refuses_nothing() {
         "{}",
         lower.body
     );
+    // Basic first, then the bearer token: the token counts.
+    let both = service.request(
+        "GET",
+        "/v1/status",
+        &[
+            ("Authorization", "Basic dXNlcjpw"),
+            ("Authorization", &format!("Bearer {TOKEN}")),
+        ],
+        b"",
+    );
+    assert_eq!(both.status, 200, "{}", both.body);
+    assert_eq!(both.json()["fleet"]["holdersShown"], true, "{}", both.body);
 }
 
 #[test]

@@ -210,6 +210,17 @@ impl LeaseSource {
         builder.acquire()
     }
 
+    /// How far ahead of a clock that agrees with theirs the fleet's holders write their
+    /// marks: the TTL plus the larger of this process's outage horizon and the store's
+    /// default (the fleet view's "mark far ahead" beyond it; a member started with a still
+    /// larger `--outage-horizon` shows there too).
+    pub fn fleet_mark_bound(&self) -> Duration {
+        let horizon = self.horizon.unwrap_or_default();
+        self.store
+            .ttl()
+            .saturating_add(horizon.max(self.store.default_outage_horizon()))
+    }
+
     /// How long a holder of this store goes on issuing after its last renewal at most: the
     /// TTL plus the outage horizon (the flag's, else the store's default).
     pub fn crashed_holder_bound(&self) -> Duration {

@@ -191,12 +191,12 @@ impl ServeArgs {
         // input: refused before listening.
         source.store.bind_layout(&layout).map_err(acquire_failure)?;
         // The status page's fleet view: a store of its own where requests queue (see
-        // `StoreArgs::survey_store`); a mark further ahead than this fleet's TTL and horizon
-        // is an anomaly.
+        // `StoreArgs::survey_store`; on PostgreSQL a second connection); a mark further
+        // ahead than the fleet writes them is an anomaly.
         let survey_store = self.lease.survey_store(&source.store)?;
         survey_store.bind_layout(&layout).map_err(acquire_failure)?;
         let status = StatusView {
-            fleet: FleetCache::new(survey_store, source.range, source.crashed_holder_bound()),
+            fleet: FleetCache::new(survey_store, source.range, source.fleet_mark_bound()),
             shows_holders: self.status_shows_holders,
         };
         let wait_for_number = self

@@ -21,9 +21,10 @@ const said = (name) => {
   console.error(`step: ${name}`);
 };
 let browser = null;
-setTimeout(async () => {
+setTimeout(() => {
   console.error(`the browser run did not end within ${WHOLE_RUN_MS} ms; stuck at: ${step}`);
-  await browser?.close().catch(() => {});
+  // Not a polite close, which may itself wait: the browser is killed, then this process.
+  browser?.process()?.kill("SIGKILL");
   process.exit(1);
 }, WHOLE_RUN_MS).unref();
 browser = await puppeteer.launch({

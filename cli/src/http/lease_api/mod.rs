@@ -187,13 +187,7 @@ pub fn authorised(
             "the lease API is off: start idgen serve with --lease-api-token-file FILE".into(),
         ));
     };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        // The scheme's name in any case, as HTTP has it.
-        .and_then(|value| value.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
-        .map(|(_, token)| token.trim());
+    let given = bearer_token(headers);
     match given {
         Some(given) if same_token(given.as_bytes(), &api.token) => Ok(api),
         Some(_) => Err(ApiError(
@@ -205,6 +199,21 @@ pub fn authorised(
             "send Authorization: Bearer <token>".into(),
         )),
     }
+}
+
+/// The token of the first `Authorization` header of the Bearer scheme (its name in any
+/// case, as HTTP has it); headers of other schemes (a proxy's Basic credentials) are not
+/// this service's.
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .find_map(|value| {
+            let (scheme, token) = value.to_str().ok()?.split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("Bearer")
+                .then_some(token.trim())
+        })
 }
 
 /// Lease a worker number from the service's store and range, to issue IDs with elsewhere.

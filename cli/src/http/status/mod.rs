@@ -24,7 +24,7 @@ use utoipa_axum::routes;
 use crate::api::{Defect, ErrorBody, FleetStatus, IssuedByKind, Status};
 use crate::fleet::{Shown, fleet_numbers};
 use crate::http::health_and_layout::health;
-use crate::http::lease_api::authorised;
+use crate::http::lease_api::{authorised, bearer_token};
 use crate::http::plumbing::ApiError;
 use crate::http::state::Service;
 use crate::kinds::Kind;
@@ -157,7 +157,7 @@ async fn status(
     // A bearer token given is checked even where the flag shows every name: a wrong one is
     // said. Other schemes are not for this service (a proxy's Basic credentials, which a
     // browser sends with every request of the page): they show nothing, and refuse nothing.
-    let shown = if bears_token(&headers) {
+    let shown = if bearer_token(&headers).is_some() {
         authorised(service.lease_api.clone(), &headers)?;
         Shown::All
     } else if service.status.shows_holders {
@@ -213,16 +213,4 @@ async fn status(
         fleet,
     };
     Ok(([(header::CACHE_CONTROL, "no-store")], axum::Json(body)).into_response())
-}
-
-/// Whether the request carries an `Authorization` header of the Bearer scheme (its name in
-/// any case, as HTTP has it).
-fn bears_token(headers: &HeaderMap) -> bool {
-    headers.get_all(header::AUTHORIZATION).iter().any(|value| {
-        value
-            .to_str()
-            .ok()
-            .and_then(|value| value.split_once(' '))
-            .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("Bearer"))
-    })
 }
