@@ -315,6 +315,22 @@ pub enum Error {
         /// What to run.
         fix: String,
     },
+    /// The lease store's server started a short while ago, and its namespace was written
+    /// before that start: it may have been restored from a backup that kept its identity,
+    /// forgetting holders that still issue. No number is handed out until every live
+    /// holder's renewal has reached it (and found such a restore) or its mark has passed.
+    /// Transient: a leased generator waits through it and tries again.
+    #[error(
+        "the lease store {store} started a short while ago: no number is handed out for \
+         {wait_ms} ms more, so that every live holder's renewal reaches it first (a restore \
+         that kept the database's identity is found that way)"
+    )]
+    LeaseStoreStarting {
+        /// The store.
+        store: String,
+        /// How long until numbers are handed out.
+        wait_ms: u64,
+    },
     /// The clock is further behind the previous holder's mark than a leased generator may
     /// wait at start: this host's clock and the previous holder's disagree.
     #[error(
@@ -344,6 +360,7 @@ impl Error {
                 | Error::LeaseLost { .. }
                 | Error::LeaseRangeFull { .. }
                 | Error::LeaseStore { .. }
+                | Error::LeaseStoreStarting { .. }
                 | Error::ClockBehindMark { .. }
                 | Error::BlockStore { .. }
                 | Error::BlocksUnavailable { .. }

@@ -266,6 +266,8 @@ pub use engine::Stats;
 pub use error::{Error, Field, ParseIdError};
 #[cfg(not(idgen_loom))]
 pub use lease::{LeasedGenerator, LeasedShardedGenerator};
+#[cfg(all(not(idgen_loom), feature = "postgres"))]
+pub use postgres_session::DEFAULT_POSTGRES_SCHEMA;
 pub use snowflake::{
     Base32, Builder, DEFAULT_CLOCK_BACK_TOLERANCE_MS, DEFAULT_EPOCH_UNIX_MS, Generator, Id,
     IdParts, Layout, NotAPresetId, Preset, PresetField, PresetParts, UnknownPreset,

@@ -18,8 +18,24 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(12);
 /// skipped: a write nobody waits for would only be a surprise).
 type Job = (Box<dyn FnOnce(&mut Connection) + Send>, Arc<AtomicBool>);
 
-/// What a store does on every new connection before its first statement (its tables).
-pub(crate) type Setup = fn(&mut postgres::Client) -> Result<(), postgres::Error>;
+/// What a store does on every new connection before its first statement: finds or makes
+/// its tables in their schema (see [`resolve_schema`]).
+pub(crate) type Setup =
+    Box<dyn Fn(&mut postgres::Client) -> Result<(), SetupFailure> + Send + 'static>;
+
+/// Why a new connection's setup failed: the server's error, or a refusal of the store's own
+/// (two copies of its tables, a role that may not create them), in words for the operator.
+#[derive(Debug)]
+pub(crate) enum SetupFailure {
+    Server(postgres::Error),
+    Refused(String),
+}
+
+impl From<postgres::Error> for SetupFailure {
+    fn from(error: postgres::Error) -> SetupFailure {
+        SetupFailure::Server(error)
+    }
+}
 
 /// A store's error for a failure with this text.
 pub(crate) type Failed = fn(String) -> Error;
@@ -38,7 +54,7 @@ struct Connection {
     config: postgres::Config,
     client: Option<postgres::Client>,
     /// Statements prepared on `client` (dropped with it).
-    prepared: Vec<(&'static str, postgres::Statement)>,
+    prepared: Prepared,
     setup: Setup,
     failed: Failed,
 }
@@ -127,19 +143,19 @@ impl Session {
     /// (a renewal) then costs one round trip, not two.
     pub(crate) fn run_prepared<T: Send + 'static>(
         &self,
-        sql: &'static str,
+        sql: Arc<str>,
         statements: impl Fn(&mut postgres::Client, &postgres::Statement) -> Result<T, postgres::Error>
         + Send
         + 'static,
     ) -> Result<T, Error> {
         self.call(move |connection| {
             connection.run(|client, prepared| {
-                let cached = prepared.iter().find(|(text, _)| *text == sql);
+                let cached = prepared.iter().find(|(text, _)| **text == *sql);
                 let statement = match cached {
                     Some((_, statement)) => statement.clone(),
                     None => {
-                        let statement = client.prepare(sql)?;
-                        prepared.push((sql, statement.clone()));
+                        let statement = client.prepare(&sql)?;
+                        prepared.push((Arc::clone(&sql), statement.clone()));
                         statement
                     }
                 };
@@ -178,7 +194,7 @@ impl Session {
 }
 
 /// The statements a connection has prepared (dropped with it).
-type Prepared = Vec<(&'static str, postgres::Statement)>;
+type Prepared = Vec<(Arc<str>, postgres::Statement)>;
 
 impl Connection {
     /// Runs `statements` on a live client, connecting first if needed. A connection the
@@ -214,7 +230,10 @@ impl Connection {
                 .config
                 .connect(postgres::NoTls)
                 .map_err(Failure::Connect)?;
-            (self.setup)(&mut client).map_err(Failure::Connect)?;
+            (self.setup)(&mut client).map_err(|failure| match failure {
+                SetupFailure::Server(error) => Failure::Connect(error),
+                SetupFailure::Refused(why) => Failure::Refused(why),
+            })?;
             self.client = Some(client);
         }
         let client = self.client.as_mut().expect("connected above");
@@ -226,16 +245,19 @@ impl Connection {
     }
 }
 
-/// Where a call failed: connecting (and setting up), or in its statements.
+/// Where a call failed: connecting (and setting up), in its statements, or refused by the
+/// store's setup.
 enum Failure {
     Connect(postgres::Error),
     Statement(postgres::Error),
+    Refused(String),
 }
 
 impl Failure {
     fn describe(&self) -> String {
         match self {
             Failure::Connect(error) | Failure::Statement(error) => describe(error),
+            Failure::Refused(why) => why.clone(),
         }
     }
 }
@@ -248,25 +270,152 @@ pub(crate) fn describe(error: &postgres::Error) -> String {
     }
 }
 
-/// Creates `table` with `create` only if the name resolves to nothing on the session's
-/// search path. (`CREATE TABLE IF NOT EXISTS` looks only in the first schema of the path,
-/// while the statements take the first table found along it: with a table in `public` and
-/// a schema named after the role, it would make a second, empty table there.) Two
-/// sessions creating it at once: the loser finds it on a second look.
-pub(crate) fn create_table_if_absent(
+/// The schema idgen's tables live in when none is named and none exists yet.
+pub const DEFAULT_POSTGRES_SCHEMA: &str = "public";
+
+/// Checks a schema name given by the operator: an unquoted PostgreSQL identifier in lower
+/// case (what `CREATE SCHEMA name` makes), at most 63 bytes.
+pub(crate) fn check_schema_name(name: &str) -> Result<(), String> {
+    let bytes = name.as_bytes();
+    let sensible = !bytes.is_empty()
+        && bytes.len() <= 63
+        && (bytes[0].is_ascii_lowercase() || bytes[0] == b'_')
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if sensible {
+        Ok(())
+    } else {
+        Err(format!(
+            "the PostgreSQL schema {name:?} is not a lower-case name such as public or idgen \
+             (letters a-z, digits, '_'; not starting with a digit; at most 63 bytes)"
+        ))
+    }
+}
+
+/// `name` as a quoted identifier, for statements.
+pub(crate) fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Which schema the store's tables are in, for a connection: `named` if the operator named
+/// one, else the one schema of the database that holds `table` already (so an upgrade from
+/// a version that created its tables along the `search_path`, in `public` or in a schema of
+/// the role's name, keeps using them), else [`DEFAULT_POSTGRES_SCHEMA`]. The
+/// `search_path` plays no part: every statement names the schema, so two roles with two
+/// search paths share one set of tables. Copies of `table` in two schemas are two stores
+/// that could each hand out the same number or value: refused, naming both, whichever was
+/// named. (`pg_class` is readable by every role, so the copies are seen even where this
+/// role may not read them.)
+pub(crate) fn resolve_schema(
     client: &mut postgres::Client,
+    named: Option<&str>,
     table: &str,
-    create: &str,
-) -> Result<(), postgres::Error> {
-    let exists = |client: &mut postgres::Client| -> Result<bool, postgres::Error> {
-        let row = client.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])?;
-        row.try_get(0)
+) -> Result<String, SetupFailure> {
+    let found: Vec<String> = client
+        .query(
+            "SELECT n.nspname::text FROM pg_catalog.pg_class c \
+             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+             WHERE c.relname = $1 AND c.relkind IN ('r', 'p') \
+             AND n.nspname NOT LIKE 'pg\\_temp\\_%' AND n.nspname NOT LIKE 'pg\\_toast%' \
+             ORDER BY 1",
+            &[&table],
+        )?
+        .iter()
+        .map(|row| row.try_get(0))
+        .collect::<Result<_, _>>()?;
+    let elsewhere: Vec<&String> = found
+        .iter()
+        .filter(|schema| named.is_none_or(|named| named != schema.as_str()))
+        .collect();
+    let copies = match named {
+        Some(_) => !elsewhere.is_empty(),
+        None => found.len() > 1,
     };
-    if exists(client)? {
-        return Ok(());
+    if copies {
+        let mut all: Vec<String> = found
+            .iter()
+            .map(|schema| format!("{schema}.{table}"))
+            .collect();
+        if let Some(named) = named
+            && !found.iter().any(|schema| schema == named)
+        {
+            all.push(format!(
+                "{named}.{table} (named by --postgres-schema, not created)"
+            ));
+        }
+        return Err(SetupFailure::Refused(format!(
+            "PostgreSQL: this database has idgen's table {table} in more than one schema ({}): \
+             each copy is a store of its own, and two stores hand out the same numbers. \
+             Keep one: stop the processes using the others, drop those copies, and name the \
+             one kept with --postgres-schema (IDGEN_POSTGRES_SCHEMA) everywhere; for \
+             leases, run `idgen leases init --after-restore` on the one kept, since holders \
+             of the dropped copies may have written marks it does not have",
+            all.join(", ")
+        )));
     }
-    match client.batch_execute(create) {
-        Err(_) if exists(client)? => Ok(()),
-        done => done,
+    Ok(match (named, found.first()) {
+        (Some(named), _) => named.to_string(),
+        (None, Some(found)) => found.clone(),
+        (None, None) => DEFAULT_POSTGRES_SCHEMA.to_string(),
+    })
+}
+
+/// Makes each of `objects` (its name, and the statement that creates it in `schema`) that
+/// the schema does not have, turning a refusal for want of privileges into the `GRANT` this
+/// role needs. Only what is absent is created: `CREATE ... IF NOT EXISTS` checks the
+/// privilege to create first, and a role sharing tables another role made may not. Two
+/// sessions creating at once: the loser finds it made on a second look.
+pub(crate) fn create_in_schema(
+    client: &mut postgres::Client,
+    schema: &str,
+    objects: &[(&str, &str)],
+) -> Result<(), SetupFailure> {
+    for (name, create) in objects {
+        let exists = |client: &mut postgres::Client| -> Result<bool, postgres::Error> {
+            client
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c \
+                     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                     WHERE n.nspname = $1 AND c.relname = $2)",
+                    &[&schema, name],
+                )?
+                .try_get(0)
+        };
+        if exists(client)? {
+            continue;
+        }
+        match client.batch_execute(create) {
+            Ok(()) => {}
+            Err(_) if exists(client)? => {}
+            Err(error)
+                if error.code() == Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) =>
+            {
+                return Err(not_permitted(client, schema, &error));
+            }
+            Err(error) => return Err(SetupFailure::Server(error)),
+        }
     }
+    Ok(())
+}
+
+/// A refusal for want of privileges in `schema`, naming the `GRANT` that lifts it.
+pub(crate) fn not_permitted(
+    client: &mut postgres::Client,
+    schema: &str,
+    error: &postgres::Error,
+) -> SetupFailure {
+    let role: String = client
+        .query_one("SELECT current_user::text", &[])
+        .and_then(|row| row.try_get(0))
+        .unwrap_or_else(|_| "this role".to_string());
+    SetupFailure::Refused(format!(
+        "{}; idgen's tables live in schema {schema}, and role {role} may not create (or use) \
+         them there. As the schema's owner or a superuser, run: GRANT USAGE, CREATE ON SCHEMA \
+         {} TO {}; (PostgreSQL 15 no longer lets every role create in public), or name a \
+         schema this role owns with --postgres-schema, the same for every process of the fleet",
+        describe(error),
+        quoted(schema),
+        quoted(&role)
+    ))
 }

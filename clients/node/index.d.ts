@@ -111,7 +111,10 @@ export interface LeaseOptions extends ClientOptions {
   token: string;
   /** A name for operators (default `node pid N`). */
   holder?: string;
-  /** Release the number on SIGTERM and SIGINT, then end as the signal would (default true). */
+  /**
+   * Release the number on SIGTERM and SIGINT, then end as the signal would once every
+   * generator's release has ended (default true).
+   */
   handleSignals?: boolean;
   /** How far back the wall clock may step and be ridden out (default 10 ms). */
   clockBackToleranceMs?: number;

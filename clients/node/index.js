@@ -51,6 +51,9 @@ function retryAfterMs(response) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The release made on SIGTERM or SIGINT: tried once, for at most a second. */
+const SIGNAL_RELEASE = Object.freeze({ retries: 0, timeoutMs: 1000 });
+
 /**
  * The terms of a renewal's 200, or undefined when its body is not terms of the lease `held`
  * (a proxy's page, a cut connection, another lease's answer): such a renewal counts as
@@ -209,7 +212,8 @@ export class LeasedGenerator {
   #base;
   #state = 'valid';
   #timer;
-  #signals = [];
+  // The release under way or done, once the generator is closed.
+  #releasing;
   /** Renewals confirmed, and failed (the terms kept). */
   renewals = 0;
   failedRenewals = 0;
@@ -272,8 +276,8 @@ export class LeasedGenerator {
    * @param {string} url
    * @param {{token: string, holder?: string, handleSignals?: boolean, clockBackToleranceMs?: number, clock?: {now(): number, monotonic(): number}}} options
    *   `holder`: a name for operators (default `node pid N`); `handleSignals`: release the
-   *   number on SIGTERM and SIGINT, then end as the signal would (default true); `clock`:
-   *   the clocks it reads (default `systemClock`).
+   *   number on SIGTERM and SIGINT, then end as the signal would once every generator's
+   *   release has ended (default true); `clock`: the clocks it reads (default `systemClock`).
    */
   static async lease(
     url,
@@ -478,11 +482,20 @@ export class LeasedGenerator {
   /** close(), with the release request's options. */
   async #release(requestOptions) {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
-    for (const [signal, handler] of this.#signals) process.off(signal, handler);
-    this.#signals = [];
+    if (this.#state === 'lost') LeasedGenerator.#forget(this); // nothing to give back
+    // Closed already: the release under way (a signal waits for it) forgets it when done.
     if (this.#state === 'closed' || this.#state === 'lost') return;
     this.#state = 'closed';
     const lastUsedMs = Math.max(this.#lastMs, this.#terms.resumeAfterMs);
+    this.#releasing = this.#sendRelease(lastUsedMs, requestOptions);
+    try {
+      await this.#releasing;
+    } finally {
+      LeasedGenerator.#forget(this);
+    }
+  }
+
+  async #sendRelease(lastUsedMs, requestOptions) {
     const response = await this.#client.request(
       'DELETE',
       `/v1/generators/${this.#terms.leaseId}`,
@@ -495,21 +508,50 @@ export class LeasedGenerator {
     }
   }
 
+  // The generators that give their number back on SIGTERM and SIGINT, each until its release
+  // has ended, and the one listener per signal that serves them all: the signal is passed on
+  // once, after the last release (a listener per generator passed it on after the first,
+  // and the process ended before the others' releases were answered).
+  static #signalled = new Set();
+  static #listeners = new Map();
+
   #handleSignals() {
+    LeasedGenerator.#signalled.add(this);
+    if (LeasedGenerator.#listeners.size > 0) return;
     for (const signal of ['SIGTERM', 'SIGINT']) {
-      const handler = () => {
-        // One quick try: the number frees itself at the end of its term anyway, and a
-        // process told to stop must not linger on a service that does not answer.
-        this.#release({ retries: 0, timeoutMs: 1000 })
-          .catch(() => {})
-          .finally(() => {
-            // Then end as the signal would have, unless the program listens for it too
-            // (its own listener has run, and decides).
-            if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
-          });
-      };
-      process.once(signal, handler);
-      this.#signals.push([signal, handler]);
+      const listener = () => LeasedGenerator.#onSignal(signal);
+      process.on(signal, listener);
+      LeasedGenerator.#listeners.set(signal, listener);
     }
+  }
+
+  static #forget(generator) {
+    LeasedGenerator.#signalled.delete(generator);
+    if (LeasedGenerator.#signalled.size === 0) LeasedGenerator.#unlisten();
+  }
+
+  static #unlisten() {
+    for (const [signal, listener] of LeasedGenerator.#listeners) process.off(signal, listener);
+    LeasedGenerator.#listeners.clear();
+  }
+
+  static async #onSignal(signal) {
+    // Heard once: a second signal while the numbers go back ends the process as it would have.
+    LeasedGenerator.#unlisten();
+    const releases = [...LeasedGenerator.#signalled].map((generator) => generator.#releaseOnSignal());
+    await Promise.allSettled(releases);
+    // Then end as the signal would have, unless the program listens for it too (its own
+    // listener has run, and decides).
+    if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+  }
+
+  #releaseOnSignal() {
+    // One quick try: the number frees itself at the end of its term anyway, and a process
+    // told to stop must not linger on a service that does not answer.
+    if (this.#releasing === undefined) return this.#release(SIGNAL_RELEASE);
+    // A close() under way, with the client's retries: waited for as long as one quick try.
+    let timer;
+    const bound = new Promise((resolve) => (timer = setTimeout(resolve, SIGNAL_RELEASE.timeoutMs)));
+    return Promise.race([this.#releasing, bound]).finally(() => clearTimeout(timer));
   }
 }

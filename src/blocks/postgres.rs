@@ -2,14 +2,18 @@
 
 use std::fmt;
 
+use std::sync::{Arc, OnceLock};
+
 use super::{BlockStore, Grant, MAX_VALUE, SequenceName, has_values_to_give_back};
 use crate::error::Error;
-use crate::postgres_session::{Session, create_table_if_absent};
+use crate::postgres_session::{
+    Session, SetupFailure, check_schema_name, create_in_schema, quoted, resolve_schema,
+};
 
 /// The table, created if absent.
 pub const TABLE: &str = "idgen_sequences";
 
-const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS idgen_sequences (
+const CREATE_TABLE: &str = "CREATE TABLE idgen_sequences (
     name text PRIMARY KEY,
     last_value bigint NOT NULL CHECK (last_value >= 0),
     serial bigint NOT NULL,
@@ -33,7 +37,10 @@ const GIVE_BACK: &str = "UPDATE idgen_sequences SET last_value = $3, serial = se
     WHERE name = $1 AND last_value = $2 AND serial = $4";
 
 /// Blocks of named sequences from the PostgreSQL table `idgen_sequences` (created if
-/// absent): one row per sequence, holding its last granted value (values start at 1; the
+/// absent, in the one schema of the database that has it, else in
+/// [`DEFAULT_POSTGRES_SCHEMA`](crate::DEFAULT_POSTGRES_SCHEMA), or in the schema named with
+/// [`PostgresStore::connect_in`]; every statement names the schema, so the `search_path`
+/// plays no part, and copies of the table in two schemas are refused): one row per sequence, holding its last granted value (values start at 1; the
 /// row keeps the *last* value rather than the next, because the next after `i64::MAX` does
 /// not fit a `BIGINT`).
 ///
@@ -46,35 +53,83 @@ const GIVE_BACK: &str = "UPDATE idgen_sequences SET last_value = $3, serial = se
 /// `spawn_blocking`.
 pub struct PostgresStore {
     session: Session,
+    /// The schema of the table, found or named at the first connection.
+    schema: String,
+    /// The statements, naming the table in its schema.
+    grant: String,
+    enrol: String,
+    give_back: String,
 }
 
 impl PostgresStore {
     /// Connects to `url` (`postgresql://user@host:port/db`, or the key-value form) and
     /// creates the table if absent. Fails with [`Error::BlockStore`] when the URL is not
-    /// valid or the server cannot be reached.
+    /// valid, the server cannot be reached, or the database has the table in two schemas.
     pub fn connect(url: &str) -> Result<PostgresStore, Error> {
-        let session = Session::connect(url, "idgen-postgres", create_table, |reason| {
-            Error::BlockStore { reason }
+        PostgresStore::open(url, None)
+    }
+
+    /// As [`PostgresStore::connect`], with the table in `schema` (a lower-case name such as
+    /// `idgen`), whatever the `search_path`. Refused when the table also exists in another
+    /// schema of the database, and, naming the `GRANT` it needs, when the role may not
+    /// create it there.
+    pub fn connect_in(url: &str, schema: &str) -> Result<PostgresStore, Error> {
+        check_schema_name(schema).map_err(|reason| Error::BlockStore { reason })?;
+        PostgresStore::open(url, Some(schema))
+    }
+
+    fn open(url: &str, named: Option<&str>) -> Result<PostgresStore, Error> {
+        let resolved = Arc::new(OnceLock::<String>::new());
+        let (found, named) = (Arc::clone(&resolved), named.map(str::to_string));
+        let setup = Box::new(move |client: &mut postgres::Client| {
+            let schema = resolve_schema(client, named.as_deref(), TABLE)?;
+            if let Some(first) = found.get()
+                && *first != schema
+            {
+                return Err(SetupFailure::Refused(format!(
+                    "PostgreSQL: {TABLE} is now found in schema {schema}, not in {first} where \
+                     this process began; name one with --postgres-schema"
+                )));
+            }
+            create_in_schema(client, &schema, &[(TABLE, &qualify(CREATE_TABLE, &schema))])?;
+            let _ = found.set(schema);
+            Ok(())
+        });
+        let session = Session::connect(url, "idgen-postgres", setup, |reason| Error::BlockStore {
+            reason,
         })?;
-        Ok(PostgresStore { session })
+        let schema = resolved.get().cloned().unwrap_or_default();
+        Ok(PostgresStore {
+            session,
+            grant: qualify(GRANT, &schema),
+            enrol: qualify(ENROL, &schema),
+            give_back: qualify(GIVE_BACK, &schema),
+            schema,
+        })
+    }
+
+    /// The schema of the table.
+    pub fn schema(&self) -> &str {
+        &self.schema
     }
 }
 
-/// The table, created only if the name resolves to nothing on the search path.
-fn create_table(client: &mut postgres::Client) -> Result<(), postgres::Error> {
-    create_table_if_absent(client, TABLE, CREATE_TABLE)
+/// `sql` with the table named in `schema`.
+fn qualify(sql: &str, schema: &str) -> String {
+    sql.replace(TABLE, &format!("{}.{TABLE}", quoted(schema)))
 }
 
 impl BlockStore for PostgresStore {
     fn grant(&self, sequence: &SequenceName, size: u64) -> Result<Grant, Error> {
         let name = sequence.to_string();
         let size = size.clamp(1, MAX_VALUE) as i64;
+        let (grant, enrol) = (self.grant.clone(), self.enrol.clone());
         let row = self.session.run(move |client| {
-            if let Some(row) = client.query_opt(GRANT, &[&name, &size])? {
+            if let Some(row) = client.query_opt(&grant, &[&name, &size])? {
                 return Ok(Some(row));
             }
-            client.execute(ENROL, &[&name])?;
-            client.query_opt(GRANT, &[&name, &size])
+            client.execute(&enrol, &[&name])?;
+            client.query_opt(&grant, &[&name, &size])
         })?;
         let Some(row) = row else {
             return Err(Error::SequenceExhausted {
@@ -117,9 +172,10 @@ impl BlockStore for PostgresStore {
         let Ok(serial) = i64::try_from(grant.serial) else {
             return Ok(false); // no row holds such a serial
         };
+        let give_back = self.give_back.clone();
         let changed = self
             .session
-            .run(move |client| client.execute(GIVE_BACK, &[&name, &last, &new_last, &serial]))?;
+            .run(move |client| client.execute(&give_back, &[&name, &last, &new_last, &serial]))?;
         Ok(changed == 1)
     }
 }
@@ -127,6 +183,8 @@ impl BlockStore for PostgresStore {
 impl fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The URL may hold a password: not shown.
-        f.debug_struct("PostgresStore").finish_non_exhaustive()
+        f.debug_struct("PostgresStore")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
     }
 }

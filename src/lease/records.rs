@@ -66,18 +66,33 @@ pub(crate) fn parse_mark(text: &str) -> Result<u64, String> {
     }
 }
 
-/// A value no other claim has: this process and host, the time, and a per-process count.
-pub(crate) fn unique_claim() -> String {
+/// A value no other claim has: this process and host, the time and a per-process count
+/// (for the operator reading it), and 128 random bits from the operating system, which
+/// alone keep it unique where the rest repeats (a container's pid and host name reused, a
+/// clock stepped back). Fails with [`Error::LeaseStore`] when the OS's random source
+/// cannot be read: a token that might repeat is not handed to a store.
+pub(crate) fn unique_claim() -> Result<String, Error> {
     static CLAIMS: AtomicU64 = AtomicU64::new(0);
     let count = CLAIMS.fetch_add(1, Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_nanos());
-    format!(
-        "pid {} on {} claim {nanos}-{count}",
+    let random = os_random_128().map_err(|error| Error::LeaseStore {
+        reason: format!("cannot read 128 random bits for a claim token from /dev/urandom: {error}"),
+    })?;
+    Ok(format!(
+        "pid {} on {} claim {nanos}-{count} {random:032x}",
         std::process::id(),
         host_name()
-    )
+    ))
+}
+
+/// 128 bits from the operating system's random source.
+fn os_random_128() -> std::io::Result<u128> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(u128::from_le_bytes(bytes))
 }
 
 fn host_name() -> String {
@@ -97,6 +112,22 @@ mod tests {
         for bad in ["", "/", "a b", "x//y", "naïve", "a\0b", "a'b"] {
             assert!(namespace_prefix(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn claim_tokens_carry_128_random_bits_that_differ_each_time() {
+        let tokens: Vec<String> = (0..64).map(|_| unique_claim().unwrap()).collect();
+        let randoms: std::collections::HashSet<&str> = tokens
+            .iter()
+            .map(|token| token.rsplit(' ').next().unwrap())
+            .collect();
+        assert_eq!(randoms.len(), tokens.len(), "{tokens:?}");
+        for random in randoms {
+            assert_eq!(random.len(), 32, "{random}");
+            assert!(random.bytes().all(|b| b.is_ascii_hexdigit()), "{random}");
+        }
+        // The readable part is still there for the operator.
+        assert!(tokens[0].starts_with(&format!("pid {} on ", std::process::id())));
     }
 
     #[test]

@@ -8,6 +8,24 @@ use idgen::blocks::{BlockStore, FileStore, PostgresStore};
 
 use crate::failure::Failure;
 
+/// The PostgreSQL schema flag for a command that has a block store and no lease store
+/// (`idgen seq`); `serve` takes it from its lease flags.
+#[derive(Args, Clone)]
+pub struct SchemaArgs {
+    /// The PostgreSQL schema of idgen's tables (default: the one schema of the database
+    /// that has them, else public). Every statement names it: the URL's or the role's
+    /// search_path plays no part. Give every process the same one; copies of the table in
+    /// two schemas are refused.
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "IDGEN_POSTGRES_SCHEMA",
+        requires = "postgres",
+        value_parser = clap::builder::NonEmptyStringValueParser::new()
+    )]
+    pub postgres_schema: Option<String>,
+}
+
 /// Where sequences' blocks come from.
 #[derive(Args, Clone)]
 pub struct BlockArgs {
@@ -22,7 +40,8 @@ pub struct BlockArgs {
     )]
     blocks_dir: Option<PathBuf>,
     /// Take blocks from PostgreSQL instead, for a fleet: a connection URL such as
-    /// `postgresql://user@host:5432/db` (the table idgen_sequences is created if absent).
+    /// `postgresql://user@host:5432/db` (the table idgen_sequences is created if absent, in
+    /// the schema `--postgres-schema` names, else the one that has it, else public).
     #[arg(
         long,
         value_name = "URL",
@@ -39,12 +58,17 @@ impl BlockArgs {
         self.blocks_dir.is_some() || self.postgres.is_some()
     }
 
-    /// The store the flags name. Blocks (connecting to PostgreSQL): call it outside async code.
-    pub fn store(&self) -> Result<Arc<dyn BlockStore>, Failure> {
+    /// The store the flags name, a PostgreSQL one's table in `schema` (`--postgres-schema`,
+    /// which the command holds: `serve` shares it with its lease store). Blocks (connecting
+    /// to PostgreSQL): call it outside async code.
+    pub fn store(&self, schema: Option<&str>) -> Result<Arc<dyn BlockStore>, Failure> {
         let store: Arc<dyn BlockStore> = match (&self.postgres, &self.blocks_dir) {
             (Some(url), _) => Arc::new(
-                PostgresStore::connect(url)
-                    .map_err(|error| Failure::runtime(format!("--postgres: {error}")))?,
+                match schema {
+                    Some(schema) => PostgresStore::connect_in(url, schema),
+                    None => PostgresStore::connect(url),
+                }
+                .map_err(|error| Failure::runtime(format!("--postgres: {error}")))?,
             ),
             (None, Some(dir)) => Arc::new(
                 FileStore::open(dir)

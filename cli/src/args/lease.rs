@@ -49,6 +49,18 @@ pub struct StoreArgs {
         value_parser = NonEmptyStringValueParser::new()
     )]
     pub lease_postgres: Option<String>,
+    /// The PostgreSQL schema of idgen's tables, for the lease store (`--lease-postgres`)
+    /// and the block store (`--postgres`) alike (default: the one schema of the database
+    /// that has them, else public). Every statement names it: the URL's or the role's
+    /// search_path plays no part. Give every process of a fleet the same one; copies of the
+    /// tables in two schemas are refused.
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "IDGEN_POSTGRES_SCHEMA",
+        value_parser = NonEmptyStringValueParser::new()
+    )]
+    pub postgres_schema: Option<String>,
     /// The namespace of an etcd or PostgreSQL store: several fleets (ID spaces) share one
     /// server under different namespaces.
     #[arg(
@@ -152,6 +164,11 @@ pub struct LeaseSource {
 }
 
 impl LeaseArgs {
+    /// The PostgreSQL schema named for idgen's tables (`--postgres-schema`), if any.
+    pub fn postgres_schema(&self) -> Option<&str> {
+        self.store.postgres_schema.as_deref()
+    }
+
     /// The store the status page surveys (see [`StoreArgs::survey_store`]).
     pub fn survey_store(
         &self,
@@ -306,7 +323,8 @@ impl StoreArgs {
 
     pub fn open(&self) -> Result<Box<dyn LeaseStore>, Failure> {
         if let Some(url) = &self.lease_postgres {
-            return connect_postgres(url, &self.namespace, self.lease_ttl)
+            let schema = self.postgres_schema.as_deref();
+            return connect_postgres(url, schema, &self.namespace, self.lease_ttl)
                 .map(|store| Box::new(store) as Box<dyn LeaseStore>);
         }
         if let Some(endpoints) = &self.etcd {
@@ -324,18 +342,23 @@ impl StoreArgs {
     }
 }
 
-/// The PostgreSQL lease store at `url`, under `namespace`.
+/// The PostgreSQL lease store at `url`, under `namespace`, its tables in `schema` (or the
+/// one found, see `PostgresStore::connect`).
 pub fn connect_postgres(
     url: &str,
+    schema: Option<&str>,
     namespace: &str,
     ttl: Option<Duration>,
 ) -> Result<idgen::lease::PostgresStore, Failure> {
-    idgen::lease::PostgresStore::connect(url, namespace)
-        .and_then(|store| match ttl {
-            Some(ttl) => store.with_ttl(ttl),
-            None => Ok(store),
-        })
-        .map_err(store_failure)
+    match schema {
+        Some(schema) => idgen::lease::PostgresStore::connect_in(url, schema, namespace),
+        None => idgen::lease::PostgresStore::connect(url, namespace),
+    }
+    .and_then(|store| match ttl {
+        Some(ttl) => store.with_ttl(ttl),
+        None => Ok(store),
+    })
+    .map_err(store_failure)
 }
 
 /// A store's configuration is bad input (exit 2); anything else a runtime failure.

@@ -3,7 +3,7 @@
 use clap::Args;
 use idgen::blocks::SequenceName;
 
-use crate::args::blocks::BlockArgs;
+use crate::args::blocks::{BlockArgs, SchemaArgs};
 use crate::args::sequences::DeclaredArgs;
 use crate::failure::Failure;
 
@@ -30,6 +30,8 @@ struct SeqNextArgs {
     count: u64,
     #[command(flatten)]
     store: BlockArgs,
+    #[command(flatten)]
+    schema: SchemaArgs,
     #[command(flatten)]
     declared: DeclaredArgs,
 }
@@ -65,7 +67,7 @@ impl SeqArgs {
                 )));
             }
         }
-        let store = args.store.store()?;
+        let store = args.store.store(args.schema.postgres_schema.as_deref())?;
         let grant = store
             .grant(&name, args.count)
             .map_err(|error| Failure::runtime(error.to_string()))?;

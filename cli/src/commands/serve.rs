@@ -167,7 +167,7 @@ impl ServeArgs {
         // Connecting to PostgreSQL blocks: before the runtime, like the lease. A store named by
         // a flag must open; the default directory may fail (no HOME, a read-only disk) without
         // stopping the IDs: sequence requests then get a 503 saying why.
-        let store = match self.blocks.store() {
+        let store = match self.blocks.store(self.lease.postgres_schema()) {
             Ok(store) => Ok(store),
             Err(failure) if !self.blocks.named() => {
                 tracing::warn!(

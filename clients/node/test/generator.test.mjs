@@ -302,3 +302,60 @@ test('SIGTERM releases at once, gives up on a silent service within a second, an
   service.server.closeAllConnections();
   service.server.close();
 });
+
+test('SIGTERM with several generators: every number is given back before the process ends by the signal', { timeout: 30_000 }, async () => {
+  const { spawn } = await import('node:child_process');
+  // Four generators in a child process: 0 and 2 valid at the signal, 1 closed before it, 3
+  // closing (its release held by the service) when it comes. The service answers the
+  // releases at different times, 2's at once: a process that ends at the first answer cuts
+  // the others off.
+  const delayMs = [200, 0, 0, 300];
+  let leases = 0;
+  const released = new Map();
+  const answered = [];
+  const service = await stub({
+    'POST /v1/generators/lease': (request, response) => {
+      const index = leases++;
+      leaseAnswer({ leaseId: String(index).repeat(32), worker: index, renewEveryMs: 60_000 })(request, response);
+    },
+    'DELETE /v1/generators/:id': (request, response, body) => {
+      const index = Number(request.url.at(-1));
+      released.set(index, JSON.parse(body));
+      setTimeout(() => {
+        answered.push(index);
+        response.writeHead(204).end();
+      }, delayMs[index]);
+    },
+  });
+  const program = `
+    import { LeasedGenerator } from ${JSON.stringify(new URL('../index.js', import.meta.url).href)};
+    const generators = [];
+    for (let i = 0; i < 4; i += 1) generators.push(await LeasedGenerator.lease(process.argv[1], { token: 't' }));
+    await generators[1].close();
+    generators[3].close().catch(() => {});
+    setInterval(() => {}, 60_000); // alive until a signal ends it
+    process.stdout.write('leased\\n');`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', program, service.url], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  let errors = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (errors += chunk));
+  let ended;
+  child.on('exit', (code, signal) => (ended = { code, signal, answered: [...answered] }));
+  try {
+    await until('the child to hold its numbers', () => ended !== undefined || (output === 'leased\n' && released.has(3)));
+    assert.equal(ended, undefined, `the child ended early: ${errors}`);
+    child.kill('SIGTERM');
+    await until('the child to end', () => ended !== undefined);
+  } finally {
+    if (ended === undefined) child.kill('SIGKILL');
+    service.server.closeAllConnections();
+    service.server.close();
+  }
+  assert.equal(ended.signal, 'SIGTERM', `the child ended with code ${ended.code}: ${errors}`);
+  assert.deepEqual([...released.keys()].sort((a, b) => a - b), [0, 1, 2, 3]);
+  for (const [index, body] of released) assert.ok(Number.isSafeInteger(body.lastUsedMs), `release ${index}: ${JSON.stringify(body)}`);
+  assert.deepEqual(ended.answered.sort((a, b) => a - b), [0, 1, 2, 3], 'the releases answered before the child ended');
+});

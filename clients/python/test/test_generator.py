@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -17,7 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any, Callable
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
+sys.path.insert(0, SRC)
 
 from idgen_client import Client, Clock, IdgenError, LeasedGenerator, SystemClock  # noqa: E402
 from idgen_client._leased import _STOPPED, _parse_epoch  # noqa: E402
@@ -133,6 +136,93 @@ class Stub:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class Releases:
+    """A lease API on 127.0.0.1 for several generators: the Nth lease (from 0) is worker N,
+    lease ID N repeated; its release's body is kept in `released[N]`, `arrived[N]` set, and
+    the answer sent `delays[N]` seconds later, and noted in `answered` only if the client
+    still waits for it (its connection open)."""
+
+    def __init__(self, delays: list[float]) -> None:
+        self.delays = delays
+        self.leases = 0
+        self.released: dict[int, Any] = {}
+        self.arrived = [threading.Event() for _ in delays]
+        self.answered: list[int] = []
+        self.lock = threading.Lock()
+        releases = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                with releases.lock:
+                    index = releases.leases
+                    releases.leases += 1
+                now = int(time.time() * 1000)
+                body = terms(
+                    leaseId=str(index) * 32,
+                    worker=index,
+                    resumeAfterMs=now - 1,
+                    validUntilMs=now + 60_000,
+                    serverNowMs=now,
+                    renewEveryMs=60_000,
+                )
+                self.answer(200, json.dumps(body).encode())
+
+            def do_DELETE(self) -> None:
+                index = int(self.path[-1])
+                releases.released[index] = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                releases.arrived[index].set()
+                time.sleep(releases.delays[index])
+                # A client gone (a process that ended) has closed its end: readable, at its end.
+                if select.select([self.connection], [], [], 0)[0]:
+                    try:
+                        if not self.connection.recv(1, socket.MSG_PEEK):
+                            return
+                    except OSError:
+                        return
+                releases.answered.append(index)
+                self.answer(204, b"")
+
+            def answer(self, status: int, data: bytes) -> None:
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Releases:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# Four generators with signal handling: 1 closed, 3 closing in another thread, then a
+# wait for the signal.
+SEVERAL_GENERATORS = """
+import sys, threading, time
+sys.path.insert(0, sys.argv[2])
+from idgen_client import LeasedGenerator
+generators = [LeasedGenerator.lease(sys.argv[1], token="t") for _ in range(4)]
+generators[1].close()
+threading.Thread(target=generators[3].close).start()
+print("leased", flush=True)
+while True:
+    time.sleep(60)
+"""
 
 
 class SteppingClock(FakeClock):
@@ -464,6 +554,41 @@ class GeneratorTest(unittest.TestCase):
                     break
                 tries += 1
             self.assertEqual(tries, 1)
+
+    def test_signal_releases_every_generator(self) -> None:
+        # Four generators in a child process: 0 and 2 valid at the signal, 1 closed before it,
+        # 3 closing in another thread (its release held by the service) when it comes. The
+        # service answers the releases at different times, 2's at once: a process that ends
+        # after some releases, or that passes over one, keeps numbers.
+        with Releases([0.2, 0.0, 0.0, 0.3]) as service:
+            child = subprocess.Popen(
+                [sys.executable, "-c", SEVERAL_GENERATORS, service.url, SRC],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            assert child.stdout is not None and child.stderr is not None
+            line, status = "", None
+            try:
+                if select.select([child.stdout], [], [], 10)[0]:
+                    line = child.stdout.readline()
+                if line == "leased\n" and service.arrived[3].wait(10):
+                    child.send_signal(signal.SIGTERM)
+                    status = child.wait(10)
+            finally:
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
+                errors = child.stderr.read()
+                child.stdout.close()
+                child.stderr.close()
+            self.assertEqual(line, "leased\n", errors)
+            self.assertTrue(service.arrived[3].is_set(), errors)
+            self.assertEqual(status, -signal.SIGTERM, errors)
+            self.assertEqual(sorted(service.released), [0, 1, 2, 3])
+            for index, body in service.released.items():
+                self.assertIsInstance(body["lastUsedMs"], int, index)
+            self.assertEqual(sorted(service.answered), [0, 1, 2, 3], "releases answered to the child")
 
     def test_close_keeps_the_retries(self) -> None:
         with Stub(busy_releases=1) as stub:

@@ -291,7 +291,7 @@ impl LeaseStore for EtcdStore {
             // The holder key's value names this claim alone: the lease ID is the number's,
             // so a holder whose lease ran out and was granted again to a successor would
             // otherwise pass for that successor.
-            let token = claim_token(holder_name);
+            let token = claim_token(holder_name)?;
             let value = token.clone();
             let claimed_at = wall_unix_ms();
             let claimed = self.run(async {

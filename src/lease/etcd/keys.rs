@@ -12,15 +12,15 @@ pub(super) fn revision_of(response: &etcd_client::TxnResponse) -> i64 {
     response.header().map_or(0, |header| header.revision())
 }
 
-/// A value no other claim has: the holder's name, this process and host, the time, and a
-/// per-process count.
-pub(super) fn claim_token(holder: &str) -> String {
-    let claim = unique_claim();
-    if holder.is_empty() {
+/// A value no other claim has: the holder's name, then [`unique_claim`]'s (this process
+/// and host, the time, a per-process count and 128 random bits).
+pub(super) fn claim_token(holder: &str) -> Result<String, crate::Error> {
+    let claim = unique_claim()?;
+    Ok(if holder.is_empty() {
         claim
     } else {
         format!("{holder}{HOLDER_SEPARATOR}{claim}")
-    }
+    })
 }
 
 /// Between a holder's name and the rest of its token.

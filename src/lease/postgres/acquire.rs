@@ -34,15 +34,15 @@ impl LeaseStore for PostgresStore {
     }
 
     fn acquire_as(&self, range: &WorkerRange, holder_name: &str) -> Result<Box<dyn Claim>, Error> {
-        self.check_namespace()?;
+        self.check_namespace(true)?;
         let datacenter = range.datacenter();
         let ttl_ms = sql(u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX));
         let holder = (!holder_name.is_empty()).then(|| holder_name.to_string());
         let (first, last) = (sql(range.first()), sql(range.last()));
-        let namespace = self.namespace.clone();
+        let (namespace, candidates) = (self.namespace.clone(), self.sql(CANDIDATES));
         let candidates: Vec<u64> = self.session.run(move |client| {
             client
-                .query(CANDIDATES, &[&namespace, &sql(datacenter), &first, &last])?
+                .query(&candidates, &[&namespace, &sql(datacenter), &first, &last])?
                 .iter()
                 .map(|row| Ok(u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(u64::MAX)))
                 .collect()
@@ -50,13 +50,16 @@ impl LeaseStore for PostgresStore {
         let size = range.last() - range.first() + 1;
         let mut held = size.saturating_sub(candidates.len() as u64);
         for worker in candidates {
-            let token = unique_claim();
+            let token = unique_claim()?;
             let claimed_at = wall_unix_ms();
             let (namespace, taken_token, taken_holder) =
                 (self.namespace.clone(), token.clone(), holder.clone());
-            // The row taken (the previous mark, the version), or made again after a
-            // deletion (its version; the mark unknown), or neither.
-            let taken: Option<(Option<i64>, i64)> = self.session.run(move |client| {
+            let (acquire, acquire_missing) = (self.sql(ACQUIRE), self.sql(ACQUIRE_MISSING));
+            // The row taken (the previous mark, the version, the history's value), or made
+            // again after a deletion (its version and the history's value; the mark
+            // unknown), or neither.
+            type Taken = (Option<i64>, i64, i64);
+            let taken: Option<Taken> = self.session.run(move |client| {
                 let key = (sql(datacenter), sql(worker));
                 let params: [&(dyn postgres::types::ToSql + Sync); 6] = [
                     &namespace,
@@ -66,18 +69,21 @@ impl LeaseStore for PostgresStore {
                     &taken_holder,
                     &ttl_ms,
                 ];
-                if let Some(row) = client.query_opt(ACQUIRE, &params)? {
-                    return Ok(Some((row.try_get(0)?, row.try_get(1)?)));
+                if let Some(row) = client.query_opt(&acquire, &params)? {
+                    return Ok(Some((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)));
                 }
-                match client.query_opt(ACQUIRE_MISSING, &params)? {
-                    Some(row) => Ok(Some((None, row.try_get(0)?))),
+                match client.query_opt(&acquire_missing, &params)? {
+                    Some(row) => Ok(Some((None, row.try_get(0)?, row.try_get(1)?))),
                     None => Ok(None),
                 }
             })?;
-            let Some((mark_ms, version)) = taken else {
+            let Some((mark_ms, version, history)) = taken else {
                 held += 1;
                 continue;
             };
+            // Taken in a store behind this process's history: the number stays taken
+            // (the restore step ends every holding), nothing is issued on it.
+            self.take_history(history, "")?;
             let (previous, unknown) = verdict::previous_mark(mark_ms);
             if unknown {
                 log::warn!(
@@ -100,7 +106,7 @@ impl LeaseStore for PostgresStore {
             }));
         }
         // Nothing taken: held, or the namespace stopped being usable since the check.
-        self.check_namespace()?;
+        self.check_namespace(true)?;
         Err(Error::LeaseRangeFull {
             range: range.to_string(),
             held,
@@ -111,10 +117,11 @@ impl LeaseStore for PostgresStore {
     fn bind_layout(&self, layout: &Layout) -> Result<(), Error> {
         let namespace = self.namespace.clone();
         let ours = layout.record();
+        let (bind, read) = (self.sql(BIND_LAYOUT), self.sql(LAYOUT));
         let (created, recorded) = self.session.run(move |client| {
-            let created = client.execute(BIND_LAYOUT, &[&namespace, &ours])? == 1;
+            let created = client.execute(&bind, &[&namespace, &ours])? == 1;
             let recorded: Option<Option<String>> = client
-                .query_opt(LAYOUT, &[&namespace])?
+                .query_opt(&read, &[&namespace])?
                 .map(|row| row.try_get(0))
                 .transpose()?;
             Ok((created, recorded))
@@ -136,11 +143,11 @@ impl LeaseStore for PostgresStore {
     }
 
     fn raise_horizon(&self, horizon: Duration) -> Result<Duration, Error> {
-        let namespace = self.namespace.clone();
+        let (namespace, raise) = (self.namespace.clone(), self.sql(RAISE_HORIZON));
         let ours = sql(u64::try_from(horizon.as_millis()).unwrap_or(u64::MAX));
         let largest: Option<i64> = self.session.run(move |client| {
             client
-                .query_opt(RAISE_HORIZON, &[&namespace, &ours])?
+                .query_opt(&raise, &[&namespace, &ours])?
                 .map(|row| row.try_get(0))
                 .transpose()
         })?;
@@ -149,10 +156,10 @@ impl LeaseStore for PostgresStore {
     }
 
     fn recorded_layout(&self) -> Result<Option<Layout>, Error> {
-        let namespace = self.namespace.clone();
+        let (namespace, read) = (self.namespace.clone(), self.sql(LAYOUT));
         let text: Option<Option<String>> = self.session.run(move |client| {
             client
-                .query_opt(LAYOUT, &[&namespace])?
+                .query_opt(&read, &[&namespace])?
                 .map(|row| row.try_get(0))
                 .transpose()
         })?;
@@ -167,13 +174,13 @@ impl LeaseStore for PostgresStore {
     fn survey(&self, range: &WorkerRange) -> Result<Vec<NumberRecord>, Error> {
         // As at an acquire: a process that only surveys while it waits for a number finds
         // a restore too.
-        self.check_namespace()?;
-        let namespace = self.namespace.clone();
+        self.check_namespace(false)?;
+        let (namespace, survey) = (self.namespace.clone(), self.sql(SURVEY));
         let datacenter = range.datacenter();
         let (first, last) = (sql(range.first()), sql(range.last()));
         let rows: Vec<SurveyRow> = self.session.run(move |client| {
             client
-                .query(SURVEY, &[&namespace, &sql(datacenter), &first, &last])?
+                .query(&survey, &[&namespace, &sql(datacenter), &first, &last])?
                 .iter()
                 .map(|row| {
                     Ok(SurveyRow {
@@ -185,7 +192,7 @@ impl LeaseStore for PostgresStore {
                 })
                 .collect()
         })?;
-        let place = format!("{} (table idgen_leases)", self.place());
+        let place = format!("{} (table {}.idgen_leases)", self.place(), self.schema);
         Ok(range
             .workers()
             .map(|worker| {
@@ -199,8 +206,8 @@ impl LeaseStore for PostgresStore {
 impl PostgresStore {
     fn layout_place(&self) -> String {
         format!(
-            "PostgreSQL table idgen_lease_namespaces (namespace {}, column layout)",
-            self.namespace
+            "PostgreSQL table {}.idgen_lease_namespaces (namespace {}, column layout)",
+            self.schema, self.namespace
         )
     }
 
@@ -208,9 +215,11 @@ impl PostgresStore {
     fn handle(&self) -> PostgresStore {
         PostgresStore {
             session: Arc::clone(&self.session),
+            schema: Arc::clone(&self.schema),
             namespace: self.namespace.clone(),
             ttl: self.ttl,
             outage_horizon: self.outage_horizon,
+            seen: Arc::clone(&self.seen),
         }
     }
 }

@@ -51,8 +51,9 @@ impl PostgresClaim {
     /// explains, which the caller retries).
     fn explain_miss(&mut self) -> Result<(), Error> {
         let (namespace, datacenter, worker, _, _) = self.key();
+        let read = self.store.sql(EVIDENCE);
         let evidence = self.store.session.run(move |client| {
-            let row = client.query_one(EVIDENCE, &[&namespace, &datacenter, &worker])?;
+            let row = client.query_one(&read, &[&namespace, &datacenter, &worker])?;
             let version: Option<i64> = row.try_get(1)?;
             Ok(Evidence {
                 row: version
@@ -60,9 +61,12 @@ impl PostgresClaim {
                     .transpose()?,
                 state: row.try_get(2)?,
                 same_cluster: row.try_get(3)?,
+                history: row.try_get(4)?,
             })
         })?;
-        match verdict::after_failed_write(&evidence, &self.token, self.version) {
+        let verdict =
+            verdict::after_failed_write(&evidence, &self.token, self.version, self.store.seen());
+        match verdict {
             Verdict::Lost => {
                 self.released = true;
                 Err(self.lost())
@@ -118,28 +122,32 @@ impl Claim for PostgresClaim {
         let mark = i64::try_from(mark_unix_ms).unwrap_or(i64::MAX);
         let ttl_ms = i64::try_from(self.store.ttl.as_millis()).unwrap_or(i64::MAX);
         let sent_unix_ms = wall_unix_ms();
-        let renewed: Option<i64> =
-            self.store
-                .session
-                .run_prepared(RENEW, move |client, renew| {
-                    client
-                        .query_opt(
-                            renew,
-                            &[
-                                &namespace,
-                                &datacenter,
-                                &worker,
-                                &token,
-                                &version,
-                                &mark,
-                                &ttl_ms,
-                            ],
-                        )?
-                        .map(|row| row.try_get(0))
-                        .transpose()
-                })?;
+        let renewed: Option<(i64, i64)> = self.store.session.run_prepared(
+            self.store.sql(RENEW).into(),
+            move |client, renew| {
+                client
+                    .query_opt(
+                        renew,
+                        &[
+                            &namespace,
+                            &datacenter,
+                            &worker,
+                            &token,
+                            &version,
+                            &mark,
+                            &ttl_ms,
+                        ],
+                    )?
+                    .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+                    .transpose()
+            },
+        )?;
         match renewed {
-            Some(version) => {
+            Some((version, history)) => {
+                if let Err(error) = self.store.take_history(history, "") {
+                    self.released = true;
+                    return Err(error);
+                }
                 self.version = version;
                 self.wrote = true;
                 self.confirmed_unix_ms = sent_unix_ms;
@@ -159,9 +167,10 @@ impl Claim for PostgresClaim {
         let mark = (self.wrote || mark_unix_ms > self.previous.unwrap_or(0))
             .then(|| i64::try_from(mark_unix_ms).unwrap_or(i64::MAX));
         let (namespace, datacenter, worker, token, version) = self.key();
+        let release = self.store.sql(RELEASE);
         let freed = self.store.session.run(move |client| {
             client.execute(
-                RELEASE,
+                &release,
                 &[&namespace, &datacenter, &worker, &token, &version, &mark],
             )
         })?;

@@ -1,12 +1,16 @@
-//! What the store keeps in PostgreSQL: its two tables, created only if absent, and every
-//! statement it sends. Uses nothing else of the folder.
+//! What the store keeps in PostgreSQL: its two tables and a sequence, created only if
+//! absent, in one named schema, and every statement it sends. Uses nothing else of the
+//! folder.
+//!
+//! The statements are written with bare names (`idgen_leases`); [`qualify`] puts the
+//! store's schema before every one, so that no statement depends on the `search_path`.
 //!
 //! Each statement stands alone (autocommit): the guards are in its `WHERE`, which
 //! PostgreSQL evaluates again on the newest row version when a concurrent write got there
 //! first (`READ COMMITTED`'s rule for `UPDATE`), so two racing acquires of one number
 //! cannot both match. No advisory lock, no session state beyond the connection's timeouts.
 
-use crate::postgres_session::create_table_if_absent;
+use crate::postgres_session::{SetupFailure, create_in_schema, quoted};
 
 /// One row per namespace: its state, the cluster it was initialised on, its layout and the
 /// largest outage horizon any holder recorded.
@@ -14,16 +18,38 @@ pub(super) const NAMESPACES: &str = "idgen_lease_namespaces";
 
 /// One row per number of a namespace: its holder, when the holding expires on the server's
 /// clock, its mark (`NULL`: unknown, the row was deleted and made again), and a version
-/// that every write raises.
+/// that every write raises, to at least the history's next value ([`HISTORY`]): so a row
+/// made again after a deletion is newer than any its earlier holders wrote, and a row a
+/// restore brought back is older than what they confirmed.
 pub(super) const LEASES: &str = "idgen_leases";
+
+/// The sequence every write of a number's row draws from: a count of the whole schema's
+/// history that never goes back on the same data (a crash recovery only skips ahead), and
+/// goes back with a restore. Each process keeps the highest it was given as a high-water
+/// mark and refuses a store behind it.
+pub(super) const HISTORY: &str = "idgen_lease_history";
+
+/// How far the restore step moves the history on: past any high-water mark a process kept
+/// of the history the restore lost (2^40 writes: 70 years at 500 a second).
+pub(super) const HISTORY_LEAP: i64 = 1 << 40;
 
 const CREATE_NAMESPACES: &str = "CREATE TABLE idgen_lease_namespaces (
     namespace text PRIMARY KEY,
     state text NOT NULL,
     cluster text NOT NULL,
     layout text,
-    horizon_ms bigint NOT NULL DEFAULT 0
+    horizon_ms bigint NOT NULL DEFAULT 0,
+    server_start timestamptz
 )";
+
+const CREATE_HISTORY: &str = "CREATE SEQUENCE idgen_lease_history AS bigint";
+
+/// The column a table made by an earlier version lacks: when the server ran that wrote the
+/// namespace's row (created it, or the restore step).
+const ADD_SERVER_START: &str =
+    "ALTER TABLE idgen_lease_namespaces ADD COLUMN IF NOT EXISTS server_start timestamptz";
+
+const HAS_SERVER_START: &str = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute      WHERE attrelid = 'idgen_lease_namespaces'::regclass AND attname = 'server_start'      AND NOT attisdropped)";
 
 const CREATE_LEASES: &str = "CREATE TABLE idgen_leases (
     namespace text NOT NULL,
@@ -52,61 +78,133 @@ macro_rules! cluster {
     };
 }
 
-/// Creates the tables if absent (see [`create_table_if_absent`]), and checks what every
-/// statement relies on: the session can read the cluster's identity (a role a hardening
-/// script denied `pg_control_system()` fails here, by name, not at every renewal), and
-/// commits are durable (`synchronous_commit` not `off`: a pooler that dropped the
-/// connection's own setting would let a crash lose a confirmed claim).
-pub(super) fn create_tables(client: &mut postgres::Client) -> Result<(), postgres::Error> {
-    create_table_if_absent(client, NAMESPACES, CREATE_NAMESPACES)?;
-    create_table_if_absent(client, LEASES, CREATE_LEASES)?;
-    client.query_one(concat!("SELECT ", cluster!()), &[])?;
+/// `sql` with every name of the store's (`idgen_lease...`) in `schema`.
+pub(super) fn qualify(sql: &str, schema: &str) -> String {
+    sql.replace("idgen_lease", &format!("{}.idgen_lease", quoted(schema)))
+}
+
+/// Creates what is absent in `schema` (see [`create_in_schema`]), adds the column an
+/// earlier version's namespaces table lacks, and checks what every statement relies on: the
+/// session can read the cluster's identity (a role a hardening script denied
+/// `pg_control_system()` fails here, by name, not at every renewal), and commits are
+/// durable (`synchronous_commit` not `off`: a pooler that dropped the connection's own
+/// setting would let a crash lose a confirmed claim).
+pub(super) fn create_tables(
+    client: &mut postgres::Client,
+    schema: &str,
+) -> Result<(), SetupFailure> {
+    let q = |sql: &str| qualify(sql, schema);
+    create_in_schema(
+        client,
+        schema,
+        &[
+            (NAMESPACES, &q(CREATE_NAMESPACES)),
+            (LEASES, &q(CREATE_LEASES)),
+            (HISTORY, &q(CREATE_HISTORY)),
+        ],
+    )?;
+    let has_server_start: bool = client.query_one(&q(HAS_SERVER_START), &[])?.try_get(0)?;
+    if !has_server_start {
+        match client.batch_execute(&q(ADD_SERVER_START)) {
+            Ok(()) => {}
+            Err(error)
+                if error.code() == Some(&postgres::error::SqlState::INSUFFICIENT_PRIVILEGE) =>
+            {
+                return Err(SetupFailure::Refused(format!(
+                    "{}: this version of idgen adds a column to {}.{NAMESPACES}, which only \
+                     the table's owner may do: run any idgen command on this store once as \
+                     the owner, or run as it: {};",
+                    crate::postgres_session::describe(&error),
+                    quoted(schema),
+                    q(ADD_SERVER_START)
+                )));
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    client.query_one(&q(concat!("SELECT ", cluster!())), &[])?;
     client.batch_execute(
         "DO $$ BEGIN IF current_setting('synchronous_commit') = 'off' THEN \
          RAISE EXCEPTION 'idgen leases need synchronous_commit on (it is off for this \
          session: a pooler that drops startup options, or a role default)'; END IF; END $$",
-    )
+    )?;
+    Ok(())
 }
 
-/// Whether namespace `$1` may hand out numbers: initialised on this very cluster, and no
-/// restore found since.
-macro_rules! usable {
+/// Whether namespace `$1` (the row `s`) may hand out a number now, after a server start:
+/// its row was written while this very server runs (created, or the restore step), or the
+/// largest outage horizon recorded and 24 s (two requests' timeouts: a renewal and the look
+/// at why it failed) passed since the server started.
+/// A restore that keeps the cluster's identity and timeline (a base backup started without
+/// recovery, a disk snapshot) needs a restart, and its tables have forgotten holders that
+/// may still issue: until the gate opens, their renewals (which find their rows gone back
+/// and record the restore) or the end of their marks come first. A fresh process has no
+/// history of its own to compare with: this is what covers it.
+macro_rules! gate_open {
+    () => {
+        "(s.server_start = pg_postmaster_start_time() OR clock_timestamp() >= \
+         pg_postmaster_start_time() + (s.horizon_ms + 24000) * interval '1 millisecond')"
+    };
+}
+
+/// Whether namespace `$1` may hand out numbers now: initialised on this very cluster, no
+/// restore found since, and past the gate after a server start ([`gate_open!`]). What an
+/// acquire, and a renewal's take-back of an expired holding, require.
+macro_rules! open {
     () => {
         concat!(
             "EXISTS (SELECT 1 FROM idgen_lease_namespaces s WHERE s.namespace = $1 \
              AND s.cluster = ",
             cluster!(),
-            " AND s.state NOT LIKE '%restore-found %')"
+            " AND s.state NOT LIKE '%restore-found %' AND ",
+            gate_open!(),
+            ")"
         )
     };
 }
 
-/// `$1` namespace → its state, its recorded cluster and whether that is this one.
+/// `$1` namespace → its state, its recorded cluster, whether that is this one, the
+/// history's last value, and how many ms are left before the gate after a server start
+/// opens (0: open).
 pub(super) const NAMESPACE: &str = concat!(
     "SELECT state, cluster, cluster = ",
     cluster!(),
-    " FROM idgen_lease_namespaces WHERE namespace = $1"
+    ", (SELECT last_value FROM idgen_lease_history), \
+     CASE WHEN ",
+    gate_open!(),
+    " THEN 0::bigint ELSE ceil(extract(epoch FROM pg_postmaster_start_time() + \
+     (s.horizon_ms + 24000) * interval '1 millisecond' - clock_timestamp()) * 1000)::bigint END \
+     FROM idgen_lease_namespaces s WHERE namespace = $1"
 );
 
 /// `$1` namespace, `$2` state, `$3` only if the namespace has no row.
 pub(super) const CREATE_NAMESPACE: &str = concat!(
-    "INSERT INTO idgen_lease_namespaces (namespace, state, cluster) VALUES ($1, $2, ",
+    "INSERT INTO idgen_lease_namespaces (namespace, state, cluster, server_start) \
+     VALUES ($1, $2, ",
     cluster!(),
-    ") ON CONFLICT (namespace) DO NOTHING"
+    ", pg_postmaster_start_time()) ON CONFLICT (namespace) DO NOTHING"
 );
 
 /// `$1` namespace, `$2` state: the state and this cluster, after a restore.
 pub(super) const RESET_NAMESPACE: &str = concat!(
-    "INSERT INTO idgen_lease_namespaces (namespace, state, cluster) VALUES ($1, $2, ",
+    "INSERT INTO idgen_lease_namespaces (namespace, state, cluster, server_start) \
+     VALUES ($1, $2, ",
     cluster!(),
-    ") ON CONFLICT (namespace) DO UPDATE SET state = EXCLUDED.state, cluster = EXCLUDED.cluster"
+    ", pg_postmaster_start_time()) ON CONFLICT (namespace) DO UPDATE SET \
+     state = EXCLUDED.state, cluster = EXCLUDED.cluster, server_start = EXCLUDED.server_start"
 );
+
+/// The restore step's leap of the history ([`HISTORY_LEAP`]).
+pub(super) const LEAP_HISTORY: &str = "SELECT setval('idgen_lease_history', \
+     (SELECT last_value FROM idgen_lease_history) + $1::bigint)";
 
 /// `$1` namespace, `$2` the state a holder found, `$3` the state it read before it
 /// decided: the namespace refused until the restore step, unless its state changed since
-/// (the step ran meanwhile: a verdict reached before it must not undo it).
+/// (the step ran meanwhile: a verdict reached before it must not undo it). `$3` empty: a
+/// finding of the history just given, which a restore step run since (a leap of the
+/// history) could not have been.
 pub(super) const MARK_RESTORE_FOUND: &str = "UPDATE idgen_lease_namespaces SET state = $2
-    WHERE namespace = $1 AND state = $3 AND state NOT LIKE '%restore-found %'";
+    WHERE namespace = $1 AND (state = $3 OR $3 = '') AND state NOT LIKE '%restore-found %'";
 
 /// `$1` namespace, `$2` layout record: recorded where none is; the row after it.
 pub(super) const BIND_LAYOUT: &str = "UPDATE idgen_lease_namespaces SET layout = $2
@@ -130,7 +228,8 @@ pub(super) const COUNT_ROWS: &str = "SELECT count(*) FROM idgen_leases WHERE nam
 /// free, for every number of the range that has none. Returns how many were made.
 pub(super) const WRITE_MISSING: &str = "INSERT INTO idgen_leases
     (namespace, datacenter, worker, mark_ms, version)
-    SELECT $1, $2, w, $5, 1 FROM generate_series($3::bigint, $4::bigint) AS w
+    SELECT $1, $2, w, $5, nextval('idgen_lease_history')
+    FROM generate_series($3::bigint, $4::bigint) AS w
     ON CONFLICT DO NOTHING";
 
 /// The restore step on the rows of `$1` namespace, `$2` datacenter, workers `$3` to `$4`:
@@ -141,7 +240,8 @@ pub(super) const WRITE_MISSING: &str = "INSERT INTO idgen_leases
 /// (found by the fleet simulator).
 pub(super) const RAISE_MARKS: &str = "UPDATE idgen_leases
     SET token = NULL, holder = NULL, expires_at = NULL,
-        mark_ms = GREATEST(COALESCE(mark_ms, $5), $5), version = version + 1
+        mark_ms = GREATEST(COALESCE(mark_ms, $5), $5),
+        version = GREATEST(version + 1, nextval('idgen_lease_history'))
     WHERE namespace = $1 AND datacenter = $2 AND worker BETWEEN $3 AND $4";
 
 /// `$1` namespace, `$2` datacenter, `$3` first and `$4` last worker → the numbers of the
@@ -155,26 +255,29 @@ pub(super) const CANDIDATES: &str = "SELECT w FROM generate_series($3::bigint, $
 
 /// `$1` namespace, `$2` datacenter, `$3` worker, `$4` token, `$5` holder name, `$6` TTL in
 /// ms: takes the number if its row is free or its holding expired on the server's clock,
-/// in a usable namespace. Returns the previous holder's mark and the new version.
+/// in a usable namespace past the gate after a server start. Returns the previous holder's
+/// mark, the new version and the history's next value.
 pub(super) const ACQUIRE: &str = concat!(
-    "UPDATE idgen_leases SET token = $4, holder = $5, \
+    "WITH h AS (SELECT nextval('idgen_lease_history') AS n) \
+     UPDATE idgen_leases SET token = $4, holder = $5, \
      expires_at = clock_timestamp() + $6::bigint * interval '1 millisecond', \
-     version = version + 1 \
+     version = GREATEST(version + 1, h.n) FROM h \
      WHERE namespace = $1 AND datacenter = $2 AND worker = $3 \
      AND (token IS NULL OR expires_at <= clock_timestamp()) AND ",
-    usable!(),
-    " RETURNING mark_ms, version"
+    open!(),
+    " RETURNING mark_ms, version, h.n"
 );
 
 /// As [`ACQUIRE`] for a number that has no row (deleted): made again, held, its mark
-/// unknown. Returns the version.
+/// unknown. Returns the version and the history's next value.
 pub(super) const ACQUIRE_MISSING: &str = concat!(
-    "INSERT INTO idgen_leases (namespace, datacenter, worker, token, holder, expires_at, \
+    "WITH h AS (SELECT nextval('idgen_lease_history') AS n) \
+     INSERT INTO idgen_leases (namespace, datacenter, worker, token, holder, expires_at, \
      mark_ms, version) \
      SELECT $1, $2, $3, $4, $5, clock_timestamp() + $6::bigint * interval '1 millisecond', \
-     NULL, 1 WHERE ",
-    usable!(),
-    " ON CONFLICT DO NOTHING RETURNING version"
+     NULL, h.n FROM h WHERE ",
+    open!(),
+    " ON CONFLICT DO NOTHING RETURNING version, (SELECT n FROM h)"
 );
 
 /// `$1` namespace, `$2` datacenter, `$3` worker, `$4` token, `$5` the version of the
@@ -182,34 +285,38 @@ pub(super) const ACQUIRE_MISSING: &str = concat!(
 /// renewal. It proves the row is the claim's (its token; a version no older than the
 /// claim's last write, so a row rolled back is refused), extends the holding from the
 /// server's clock now, and raises the mark. A holding that expired while nobody took the
-/// number is taken back by the same statement (the token is still ours), but only in a
-/// usable namespace: in a restored table a row can come back with an expired holding of
-/// ours after another process took the number (found by the fleet simulator). Returns the
-/// new version.
+/// number is taken back by the same statement (the token is still ours), but only where an
+/// acquire could take it (a usable namespace, past the gate after a server start): in a
+/// restored table a row can come back with an expired holding of ours after another
+/// process took the number (found by the fleet simulator, for a dump restored and for a
+/// base backup started as it was). Returns the
+/// new version and the history's next value (a store behind this process's high-water
+/// mark went back, though this row did not).
 pub(super) const RENEW: &str = concat!(
-    "UPDATE idgen_leases \
+    "WITH h AS (SELECT nextval('idgen_lease_history') AS n) \
+     UPDATE idgen_leases \
      SET mark_ms = GREATEST(mark_ms, $6), \
      expires_at = clock_timestamp() + $7::bigint * interval '1 millisecond', \
-     version = version + 1 \
+     version = GREATEST(version + 1, h.n) FROM h \
      WHERE namespace = $1 AND datacenter = $2 AND worker = $3 AND token = $4 \
      AND version >= $5 AND (expires_at > clock_timestamp() OR ",
-    usable!(),
-    ") RETURNING version"
+    open!(),
+    ") RETURNING version, h.n"
 );
 
 /// As [`RENEW`]'s guard, `$6` the mark to leave (`NULL`: the row's own): frees the number.
 pub(super) const RELEASE: &str = "UPDATE idgen_leases
     SET token = NULL, holder = NULL, expires_at = NULL, mark_ms = COALESCE($6, mark_ms),
-        version = version + 1
+        version = GREATEST(version + 1, nextval('idgen_lease_history'))
     WHERE namespace = $1 AND datacenter = $2 AND worker = $3 AND token = $4 AND version >= $5";
 
 /// `$1` namespace, `$2` datacenter, `$3` worker → what a write that matched nothing found:
-/// the row's token and version (if it exists), the namespace's state, and whether its
-/// recorded cluster is this one.
+/// the row's token and version (if it exists), the namespace's state, whether its
+/// recorded cluster is this one, and the history's last value.
 pub(super) const EVIDENCE: &str = concat!(
     "SELECT l.token, l.version, s.state, s.cluster = ",
     cluster!(),
-    " FROM (SELECT 1) AS one \
+    ", (SELECT last_value FROM idgen_lease_history) FROM (SELECT 1) AS one \
      LEFT JOIN idgen_leases l ON l.namespace = $1 AND l.datacenter = $2 AND l.worker = $3 \
      LEFT JOIN idgen_lease_namespaces s ON s.namespace = $1"
 );
@@ -221,3 +328,43 @@ pub(super) const SURVEY: &str = "SELECT worker,
     FROM idgen_leases
     WHERE namespace = $1 AND datacenter = $2 AND worker BETWEEN $3 AND $4
     ORDER BY worker";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_of_the_store_is_qualified_with_its_schema() {
+        for statement in [
+            ACQUIRE,
+            ACQUIRE_MISSING,
+            RENEW,
+            NAMESPACE,
+            EVIDENCE,
+            RAISE_MARKS,
+        ] {
+            let qualified = qualify(statement, "app_one");
+            let bare = qualified.replace("\"app_one\".idgen_lease", "");
+            assert!(!bare.contains("idgen_lease"), "{qualified}");
+            assert!(qualified.contains("\"app_one\".idgen_lease"), "{qualified}");
+        }
+        // The regclass and nextval literals name the schema too.
+        let acquire = qualify(ACQUIRE, "app_one");
+        assert!(acquire.contains("nextval('\"app_one\".idgen_lease_history')"));
+        assert!(acquire.contains("'\"app_one\".idgen_leases'::regclass"));
+    }
+
+    #[test]
+    fn the_gate_is_the_same_in_the_acquire_and_in_the_namespace_read() {
+        // Both read the gate from gate_open!(), with its 24 s margin.
+        for statement in [ACQUIRE, ACQUIRE_MISSING, RENEW, NAMESPACE] {
+            assert!(
+                statement.contains("pg_postmaster_start_time()"),
+                "{statement}"
+            );
+            assert!(statement.contains("(s.horizon_ms + 24000)"), "{statement}");
+        }
+        // The take-back of an expired holding too.
+        assert!(RENEW.contains("(s.horizon_ms + 24000)"));
+    }
+}

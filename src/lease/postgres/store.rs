@@ -7,14 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::schema::{
-    self, COUNT_ROWS, CREATE_NAMESPACE, HORIZON, MARK_RESTORE_FOUND, NAMESPACE, RAISE_MARKS,
-    RESET_NAMESPACE, WRITE_MISSING,
+    self, COUNT_ROWS, CREATE_NAMESPACE, HISTORY_LEAP, HORIZON, LEAP_HISTORY, MARK_RESTORE_FOUND,
+    NAMESPACE, RAISE_MARKS, RESET_NAMESPACE, WRITE_MISSING,
 };
 use super::verdict::{self, Namespace, NamespaceRow};
 use crate::Error;
 use crate::lease::records::{AFTER_RESTORE, RESTORE_FOUND, namespace_prefix, wall_unix_ms};
 use crate::lease::{LeaseStore, MAX_OUTAGE_HORIZON};
-use crate::postgres_session::Session;
+use crate::postgres_session::{Session, SetupFailure, check_schema_name, resolve_schema};
+use crate::sync::{AtomicU64, Ordering};
 
 /// The default TTL of a PostgreSQL store: 30 s, renewed every 10 s. A renewal is one
 /// single-row `UPDATE`: 1,000 numbers cost 100 a second, 5,000 cost 500, a small share of
@@ -31,10 +32,11 @@ pub const POSTGRES_DEFAULT_OUTAGE_HORIZON: Duration = Duration::from_secs(180);
 /// runs PostgreSQL and not etcd.
 ///
 /// `idgen_lease_namespaces` has a row per namespace (its state, the cluster it was
-/// initialised on, its layout and largest outage horizon); `idgen_leases` a row per number
-/// (its holder's token and name, when the holding expires on the **server's** clock, its
-/// mark, and a version every write raises). Both are created if absent, looked up along the
-/// `search_path` first. Every acquire, renewal and release is one statement whose `WHERE`
+/// initialised on, its layout, largest outage horizon and the server start it was written
+/// under); `idgen_leases` a row per number (its holder's token and name, when the holding
+/// expires on the **server's** clock, its mark, and a version every write raises to at
+/// least the next value of the sequence `idgen_lease_history`). All three are created if
+/// absent, in one schema that every statement names (see [`PostgresStore::connect_in`]). Every acquire, renewal and release is one statement whose `WHERE`
 /// carries its guards, safe under `READ COMMITTED`; no advisory lock and no transaction
 /// spans two statements. The store keeps **one connection** (on a thread of its own),
 /// however many numbers the process holds: 5,000 numbers renew through it at 500
@@ -47,14 +49,18 @@ pub const POSTGRES_DEFAULT_OUTAGE_HORIZON: Duration = Duration::from_secs(180);
 /// ID twice: that rests on the marks alone (see `docs/leases.md`).
 ///
 /// A promoted standby, a backup recovered by archive recovery or a table dropped and
-/// restored is a database in which marks confirmed to holders may be gone: the store records the cluster's system
-/// identifier, timeline and the table's OID at `init`, and a namespace found on another is
-/// refused for acquiring ([`Error::LeaseStoreRestored`]) until `idgen leases init
-/// --after-restore`, which ends every holding. A holder whose own row survived intact goes
-/// on renewing until then; one whose row went back, or whose holding expired meanwhile,
-/// stops. A rollback that keeps all three (a data-only reload, a disk snapshot put back)
-/// is found only by the holders it cost, at their next renewal: after any restore, run the
-/// restore step before starting a process.
+/// restored is a database in which marks confirmed to holders may be gone: the store
+/// records the cluster's system identifier, timeline and the table's OID at `init`, and a
+/// namespace found on another is refused for acquiring ([`Error::LeaseStoreRestored`])
+/// until `idgen leases init --after-restore`, which ends every holding. A restore that
+/// keeps all three (a base backup or a disk snapshot started without recovery) is found by
+/// the history: a holder whose row is older than its own last write, whatever the row holds
+/// now, or a process given a value of the history below one it was given before, records
+/// the restore; and for the largest outage horizon recorded plus 24 s after a server start,
+/// no number whose namespace was written before that start is handed out
+/// ([`Error::LeaseStoreStarting`], which a leased generator waits through), so that every
+/// live holder's renewal comes first, or its mark passes. `docs/leases.md` lists each kind
+/// of restore and what finds it.
 ///
 /// Renewals of one process go one after another on its connection: each is a commit, so
 /// 5,000 numbers renewed every 10 s need a commit in under 2 ms (this machine's loopback
@@ -62,18 +68,39 @@ pub const POSTGRES_DEFAULT_OUTAGE_HORIZON: Duration = Duration::from_secs(180);
 /// standby, may not, and then a process should hold fewer numbers).
 pub struct PostgresStore {
     pub(super) session: Arc<Session>,
+    /// The schema of the tables, found or named at the first connection.
+    pub(super) schema: Arc<str>,
     pub(super) namespace: String,
     pub(super) ttl: Duration,
     pub(super) outage_horizon: Duration,
+    /// The highest value of the history this process was given by a committed write: a
+    /// store behind it went back. Shared by the store and every claim made through it.
+    pub(super) seen: Arc<AtomicU64>,
 }
 
 impl PostgresStore {
     /// Connects to `url` (`postgresql://user@host:port/db`, or the key-value form) for
     /// `namespace` (a name such as `/idgen/prod`: letters, digits, `/`, `-`, `_`, `.`),
-    /// with [`POSTGRES_DEFAULT_TTL`], and creates the tables if absent. Fails with
-    /// [`Error::LeaseConfig`] for a bad URL or namespace and [`Error::LeaseStore`] when the
-    /// server cannot be reached.
+    /// with [`POSTGRES_DEFAULT_TTL`], and creates the tables if absent, in the one schema
+    /// of the database that has them, else in [`DEFAULT_POSTGRES_SCHEMA`](crate::DEFAULT_POSTGRES_SCHEMA)
+    /// (see [`PostgresStore::connect_in`]). Fails with [`Error::LeaseConfig`] for a bad URL
+    /// or namespace and [`Error::LeaseStore`] when the server cannot be reached, or when
+    /// the database has the tables in two schemas.
     pub fn connect(url: &str, namespace: &str) -> Result<PostgresStore, Error> {
+        PostgresStore::open(url, None, namespace)
+    }
+
+    /// As [`PostgresStore::connect`], with the tables in `schema` (a lower-case name such
+    /// as `idgen`), whatever the URL's or the role's `search_path`: every statement names
+    /// it. Refused ([`Error::LeaseStore`]) when the tables also exist in another schema of
+    /// the database (two stores of one namespace), and, naming the `GRANT` it needs, when
+    /// the role may not create them there.
+    pub fn connect_in(url: &str, schema: &str, namespace: &str) -> Result<PostgresStore, Error> {
+        check_schema_name(schema).map_err(|reason| Error::LeaseConfig { reason })?;
+        PostgresStore::open(url, Some(schema), namespace)
+    }
+
+    fn open(url: &str, named: Option<&str>, namespace: &str) -> Result<PostgresStore, Error> {
         let namespace = namespace_prefix(namespace)?
             .trim_end_matches('/')
             .to_string();
@@ -84,15 +111,64 @@ impl PostgresStore {
                     .to_string(),
             });
         }
-        let session = Session::connect(url, "idgen-lease-pg", schema::create_tables, |reason| {
-            Error::LeaseStore { reason }
+        let resolved = Arc::new(std::sync::OnceLock::<String>::new());
+        let (found, named) = (Arc::clone(&resolved), named.map(str::to_string));
+        let setup = Box::new(move |client: &mut postgres::Client| {
+            let schema = resolve_schema(client, named.as_deref(), schema::LEASES)?;
+            // A reconnection finds the schema again: it must be the one the statements
+            // name (a copy made elsewhere since is refused above).
+            if let Some(first) = found.get()
+                && *first != schema
+            {
+                return Err(SetupFailure::Refused(format!(
+                    "PostgreSQL: idgen's lease tables are now found in schema {schema}, not \
+                     in {first} where this process began; name one with --postgres-schema"
+                )));
+            }
+            schema::create_tables(client, &schema)?;
+            let _ = found.set(schema);
+            Ok(())
+        });
+        let session = Session::connect(url, "idgen-lease-pg", setup, |reason| Error::LeaseStore {
+            reason,
         })?;
+        let schema = resolved.get().cloned().unwrap_or_default();
         Ok(PostgresStore {
             session: Arc::new(session),
+            schema: schema.into(),
             namespace,
             ttl: POSTGRES_DEFAULT_TTL,
             outage_horizon: POSTGRES_DEFAULT_OUTAGE_HORIZON,
+            seen: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// The schema of the store's tables.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// `template` with the store's names in its schema.
+    pub(super) fn sql(&self, template: &str) -> String {
+        schema::qualify(template, &self.schema)
+    }
+
+    /// The high-water mark of the history this process keeps.
+    pub(super) fn seen(&self) -> i64 {
+        i64::try_from(self.seen.load(Ordering::SeqCst)).unwrap_or(i64::MAX)
+    }
+
+    /// Takes in a value of the history a committed write was given: an error, after
+    /// recording the restore, if it is behind what this process saw before.
+    pub(super) fn take_history(&self, given: i64, state_hint: &str) -> Result<(), Error> {
+        let seen = self.seen();
+        if given < seen {
+            self.mark_restore_found(&verdict::history_behind(seen, given), state_hint);
+            return Err(self.restored_error());
+        }
+        self.seen
+            .fetch_max(u64::try_from(given).unwrap_or(0), Ordering::SeqCst);
+        Ok(())
     }
 
     /// Sets the TTL: whole milliseconds, from 1 s to a day (a crashed holder's number
@@ -145,8 +221,10 @@ impl PostgresStore {
     ) -> Result<u64, Error> {
         let state = self.namespace_state()?;
         match state {
-            Namespace::Usable | Namespace::Uninitialised => {}
-            Namespace::RestoreFound | Namespace::ClusterChanged { .. } => {
+            Namespace::Usable | Namespace::Uninitialised | Namespace::Starting { .. } => {}
+            Namespace::RestoreFound
+            | Namespace::ClusterChanged { .. }
+            | Namespace::HistoryBehind { .. } => {
                 return Err(self.restored_error());
             }
         }
@@ -173,9 +251,10 @@ impl PostgresStore {
         now_unix_ms: u64,
     ) -> Result<u64, Error> {
         let namespace = self.namespace.clone();
+        let (count_rows, read) = (self.sql(COUNT_ROWS), self.sql(NAMESPACE));
         let (rows, named) = self.session.run(move |client| {
-            let rows: i64 = client.query_one(COUNT_ROWS, &[&namespace])?.try_get(0)?;
-            let named = client.query_opt(NAMESPACE, &[&namespace])?.is_some();
+            let rows: i64 = client.query_one(&count_rows, &[&namespace])?.try_get(0)?;
+            let named = client.query_opt(&read, &[&namespace])?.is_some();
             Ok((rows, named))
         })?;
         if rows > 0 || named {
@@ -209,6 +288,11 @@ impl PostgresStore {
         now_unix_ms: u64,
     ) -> Result<u64, Error> {
         let floor = self.ahead_of(now_unix_ms)?;
+        // First the history leaps past any high-water mark a process kept of the history
+        // the restore lost: else such a process refuses the store for good.
+        let leap = self.sql(LEAP_HISTORY);
+        self.session
+            .run(move |client| client.execute(&leap, &[&HISTORY_LEAP]).map(|_| ()))?;
         let raised = self.write_rows(datacenters.clone(), workers.clone(), floor, RAISE_MARKS)?;
         let made = self.write_rows(datacenters, workers, floor, WRITE_MISSING)?;
         self.put_namespace(RESET_NAMESPACE, &format!("{AFTER_RESTORE}{now_unix_ms}"))?;
@@ -217,17 +301,17 @@ impl PostgresStore {
 
     /// How many number rows the namespace has.
     fn count_rows(&self) -> Result<i64, Error> {
-        let namespace = self.namespace.clone();
+        let (namespace, count_rows) = (self.namespace.clone(), self.sql(COUNT_ROWS));
         self.session
-            .run(move |client| client.query_one(COUNT_ROWS, &[&namespace])?.try_get(0))
+            .run(move |client| client.query_one(&count_rows, &[&namespace])?.try_get(0))
     }
 
     /// `now_unix_ms` plus the store's horizon or the largest any holder recorded.
     fn ahead_of(&self, now_unix_ms: u64) -> Result<u64, Error> {
-        let namespace = self.namespace.clone();
+        let (namespace, horizon) = (self.namespace.clone(), self.sql(HORIZON));
         let recorded: Option<i64> = self.session.run(move |client| {
             client
-                .query_opt(HORIZON, &[&namespace])?
+                .query_opt(&horizon, &[&namespace])?
                 .map(|row| row.try_get(0))
                 .transpose()
         })?;
@@ -248,7 +332,7 @@ impl PostgresStore {
         mark: u64,
         statement: &'static str,
     ) -> Result<u64, Error> {
-        let namespace = self.namespace.clone();
+        let (namespace, statement) = (self.namespace.clone(), self.sql(statement));
         let as_sql = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
         let (first, last, mark) = (
             as_sql(*workers.start()),
@@ -260,7 +344,7 @@ impl PostgresStore {
             let mut written = 0;
             for datacenter in &datacenters {
                 written +=
-                    client.execute(statement, &[&namespace, &datacenter, &first, &last, &mark])?;
+                    client.execute(&statement, &[&namespace, &datacenter, &first, &last, &mark])?;
             }
             Ok(written)
         })
@@ -268,37 +352,53 @@ impl PostgresStore {
 
     /// Writes the namespace's row with `statement`, its state `what` happened and by whom.
     fn put_namespace(&self, statement: &'static str, what: &str) -> Result<(), Error> {
-        let namespace = self.namespace.clone();
+        let (namespace, statement) = (self.namespace.clone(), self.sql(statement));
         let state = format!("idgen-lease-store v1 {what} by pid {}", std::process::id());
-        self.session
-            .run(move |client| client.execute(statement, &[&namespace, &state]).map(|_| ()))
+        self.session.run(move |client| {
+            client
+                .execute(&statement, &[&namespace, &state])
+                .map(|_| ())
+        })
     }
 
     /// The namespace's row, read.
     pub(super) fn namespace_state(&self) -> Result<Namespace, Error> {
-        let namespace = self.namespace.clone();
+        let (namespace, read) = (self.namespace.clone(), self.sql(NAMESPACE));
         let row = self.session.run(move |client| {
             client
-                .query_opt(NAMESPACE, &[&namespace])?
+                .query_opt(&read, &[&namespace])?
                 .map(|row| {
                     Ok::<_, postgres::Error>(NamespaceRow {
                         state: row.try_get(0)?,
                         recorded_cluster: row.try_get(1)?,
                         same_cluster: row.try_get::<_, Option<bool>>(2)?.unwrap_or(false),
+                        history: row.try_get(3)?,
+                        gate_ms: row.try_get::<_, Option<i64>>(4)?.unwrap_or(0),
                     })
                 })
                 .transpose()
         })?;
-        Ok(verdict::namespace(row.as_ref()))
+        Ok(verdict::namespace(row.as_ref(), self.seen()))
     }
 
-    /// Refuses a namespace that may not hand out numbers; a changed cluster is recorded
-    /// as a restore found, so that every process refuses until the restore step.
-    pub(super) fn check_namespace(&self) -> Result<(), Error> {
+    /// Refuses a namespace that may not hand out numbers (`taking`: a number is about to
+    /// be taken, so the gate after a server start counts too); a changed cluster or a
+    /// history behind this process's is recorded as a restore found, so that every
+    /// process refuses until the restore step.
+    pub(super) fn check_namespace(&self, taking: bool) -> Result<(), Error> {
         match self.namespace_state()? {
             Namespace::Usable => Ok(()),
+            Namespace::Starting { .. } if !taking => Ok(()),
+            Namespace::Starting { wait_ms } => Err(Error::LeaseStoreStarting {
+                store: self.place(),
+                wait_ms,
+            }),
             Namespace::Uninitialised => Err(self.uninitialised()),
             Namespace::RestoreFound => Err(self.restored_error()),
+            Namespace::HistoryBehind { seen, now, state } => {
+                self.mark_restore_found(&verdict::history_behind(seen, now), &state);
+                Err(self.restored_error())
+            }
             Namespace::ClusterChanged { recorded, state } => {
                 let why = format!(
                     "the database is not the one the namespace was initialised on (recorded \
@@ -323,6 +423,7 @@ impl PostgresStore {
             self.namespace
         );
         let (namespace, seen) = (self.namespace.clone(), seen.to_string());
+        let mark = self.sql(MARK_RESTORE_FOUND);
         let state = format!(
             "idgen-lease-store v1 {RESTORE_FOUND}{} by pid {}: {why}",
             wall_unix_ms(),
@@ -330,7 +431,7 @@ impl PostgresStore {
         );
         if let Err(error) = self
             .session
-            .run(move |client| client.execute(MARK_RESTORE_FOUND, &[&namespace, &state, &seen]))
+            .run(move |client| client.execute(&mark, &[&namespace, &state, &seen]))
         {
             log::error!("idgen: marking the namespace as restored failed: {error}");
         }
@@ -375,6 +476,7 @@ impl fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The URL may hold a password: not shown.
         f.debug_struct("PostgresStore")
+            .field("schema", &self.schema)
             .field("namespace", &self.namespace)
             .field("ttl", &self.ttl)
             .finish_non_exhaustive()

@@ -14,6 +14,10 @@ pub(crate) struct NamespaceRow {
     pub(crate) recorded_cluster: String,
     /// Whether the database the session talks to now is that one.
     pub(crate) same_cluster: bool,
+    /// The history's last value ([`super::schema::HISTORY`]).
+    pub(crate) history: i64,
+    /// How long until the gate after a server start opens (0 or less: open).
+    pub(crate) gate_ms: i64,
 }
 
 /// Whether a namespace may hand out numbers.
@@ -31,9 +35,23 @@ pub(crate) enum Namespace {
         /// The state read with it.
         state: String,
     },
+    /// The history is behind the high-water mark this process keeps of it: the data went
+    /// back (a restore that kept the cluster's identity and timeline).
+    HistoryBehind {
+        seen: i64,
+        now: i64,
+        /// The state read with it.
+        state: String,
+    },
+    /// Usable, but the server started less than the gate ago and the namespace's row is
+    /// older than that: no number is handed out for `wait_ms` more.
+    Starting {
+        wait_ms: u64,
+    },
 }
 
-pub(crate) fn namespace(row: Option<&NamespaceRow>) -> Namespace {
+/// What the namespace's `row` means to a process that has seen the history up to `seen`.
+pub(crate) fn namespace(row: Option<&NamespaceRow>, seen: i64) -> Namespace {
     match row {
         None => Namespace::Uninitialised,
         Some(row) if restore_found_ms(&row.state).is_some() => Namespace::RestoreFound,
@@ -41,8 +59,25 @@ pub(crate) fn namespace(row: Option<&NamespaceRow>) -> Namespace {
             recorded: row.recorded_cluster.clone(),
             state: row.state.clone(),
         },
+        Some(row) if row.history < seen => Namespace::HistoryBehind {
+            seen,
+            now: row.history,
+            state: row.state.clone(),
+        },
+        Some(row) if row.gate_ms > 0 => Namespace::Starting {
+            wait_ms: u64::try_from(row.gate_ms).unwrap_or(0),
+        },
         Some(_) => Namespace::Usable,
     }
+}
+
+/// Why a store whose history stands at `now` is refused by a process that saw `seen`.
+pub(crate) fn history_behind(seen: i64, now: i64) -> String {
+    format!(
+        "the store's history stands at {now}, behind the {seen} this process was given \
+         earlier: the database went back (restored from a base backup or a disk snapshot, \
+         which keep the cluster's identity and timeline)"
+    )
 }
 
 /// What a renewal or release that matched no row found ([`super::schema::EVIDENCE`]).
@@ -54,6 +89,8 @@ pub(crate) struct Evidence {
     pub(crate) state: Option<String>,
     /// Whether the namespace's recorded cluster is the one answering.
     pub(crate) same_cluster: Option<bool>,
+    /// The history's last value.
+    pub(crate) history: i64,
 }
 
 /// What became of a claim whose write matched nothing.
@@ -73,11 +110,18 @@ pub(crate) enum Verdict {
 }
 
 /// The verdict on a write of the claim holding `token`, whose last confirmed write left
-/// the row at `confirmed_version`, that matched no row.
+/// the row at `confirmed_version`, that matched no row, in a process that has seen the
+/// history up to `seen`.
+///
+/// A row's version only grows while the data does not go back: every write raises it. So
+/// a row below the claim's own last write went back, whatever it holds now (free, or
+/// another token); and a row another claim holds at no more than that version does not
+/// follow from ours either. Only a newer row is an ordinary loss.
 pub(crate) fn after_failed_write(
     evidence: &Evidence,
     token: &str,
     confirmed_version: i64,
+    seen: i64,
 ) -> Verdict {
     if evidence.same_cluster == Some(false) {
         return Verdict::WentBack(
@@ -86,15 +130,30 @@ pub(crate) fn after_failed_write(
                 .to_string(),
         );
     }
+    if evidence.history < seen {
+        return Verdict::WentBack(history_behind(seen, evidence.history));
+    }
     match &evidence.row {
         None => Verdict::Lost,
-        Some((Some(found), version)) if found == token => {
-            if *version < confirmed_version {
-                Verdict::WentBack(format!(
-                    "the number's row is at version {version}, older than this holder's own \
-                     last write ({confirmed_version}): the table went back in time"
-                ))
-            } else if evidence
+        Some((found, version))
+            if *version < confirmed_version
+                || (*version == confirmed_version
+                    && found.as_deref().is_some_and(|found| found != token)) =>
+        {
+            Verdict::WentBack(format!(
+                "the number's row is at version {version} ({}), not newer than this \
+                 holder's own last write ({confirmed_version}): the table went back in time",
+                if found.as_deref() == Some(token) {
+                    "still this holder's"
+                } else if found.is_some() {
+                    "another holder's"
+                } else {
+                    "free"
+                }
+            ))
+        }
+        Some((Some(found), _)) if found == token => {
+            if evidence
                 .state
                 .as_deref()
                 .is_none_or(|state| restore_found_ms(state).is_some())
@@ -189,39 +248,72 @@ mod tests {
             row: row.map(|(token, version)| (token.map(str::to_string), version)),
             state: Some("initialised".to_string()),
             same_cluster: Some(same_cluster),
+            history: 100,
         }
     }
 
     #[test]
     fn a_row_taken_freed_or_deleted_is_lost() {
         assert_eq!(
-            after_failed_write(&evidence(None, true), "ours", 5),
+            after_failed_write(&evidence(None, true), "ours", 5, 50),
             Verdict::Lost
         );
         let theirs = evidence(Some((Some("theirs"), 9)), true);
-        assert_eq!(after_failed_write(&theirs, "ours", 5), Verdict::Lost);
+        assert_eq!(after_failed_write(&theirs, "ours", 5, 50), Verdict::Lost);
         let freed = evidence(Some((None, 6)), true);
-        assert_eq!(after_failed_write(&freed, "ours", 5), Verdict::Lost);
+        assert_eq!(after_failed_write(&freed, "ours", 5, 50), Verdict::Lost);
+    }
+
+    #[test]
+    fn a_row_not_newer_than_our_last_write_went_back_whatever_it_holds() {
+        // A base backup restored under the holder: its row came back free, or another
+        // process took it from there; both are older than the holder's own last write.
+        let freed = evidence(Some((None, 4)), true);
+        assert!(matches!(
+            after_failed_write(&freed, "ours", 5, 50),
+            Verdict::WentBack(_)
+        ));
+        let taken_from_the_past = evidence(Some((Some("theirs"), 5)), true);
+        assert!(matches!(
+            after_failed_write(&taken_from_the_past, "ours", 5, 50),
+            Verdict::WentBack(_)
+        ));
+        // Freed by hand at our version (no write of its own): a loss, not a restore.
+        let freed_by_hand = evidence(Some((None, 5)), true);
+        assert_eq!(
+            after_failed_write(&freed_by_hand, "ours", 5, 50),
+            Verdict::Lost
+        );
+    }
+
+    #[test]
+    fn a_history_behind_the_process_went_back_whatever_the_row_says() {
+        let newer = evidence(Some((Some("theirs"), 90)), true);
+        assert_eq!(after_failed_write(&newer, "ours", 5, 100), Verdict::Lost);
+        assert!(matches!(
+            after_failed_write(&newer, "ours", 5, 101),
+            Verdict::WentBack(_)
+        ));
     }
 
     #[test]
     fn a_row_older_than_our_last_write_went_back() {
         let older = evidence(Some((Some("ours"), 4)), true);
         assert!(matches!(
-            after_failed_write(&older, "ours", 5),
+            after_failed_write(&older, "ours", 5, 50),
             Verdict::WentBack(_)
         ));
         let same = evidence(Some((Some("ours"), 5)), true);
-        assert_eq!(after_failed_write(&same, "ours", 5), Verdict::Unclear);
+        assert_eq!(after_failed_write(&same, "ours", 5, 50), Verdict::Unclear);
         let mut refused = evidence(Some((Some("ours"), 5)), true);
         refused.state = Some("idgen-lease-store v1 restore-found 9 by pid 1: x".to_string());
         assert!(matches!(
-            after_failed_write(&refused, "ours", 5),
+            after_failed_write(&refused, "ours", 5, 50),
             Verdict::WentBack(_)
         ));
         refused.state = None;
         assert!(matches!(
-            after_failed_write(&refused, "ours", 5),
+            after_failed_write(&refused, "ours", 5, 50),
             Verdict::WentBack(_)
         ));
     }
@@ -229,7 +321,7 @@ mod tests {
     #[test]
     fn another_cluster_went_back_whatever_the_row_says() {
         for row in [None, Some((Some("ours"), 7)), Some((Some("theirs"), 7))] {
-            let found = after_failed_write(&evidence(row, false), "ours", 5);
+            let found = after_failed_write(&evidence(row, false), "ours", 5, 50);
             assert!(matches!(found, Verdict::WentBack(_)), "{row:?}");
         }
     }
@@ -250,20 +342,38 @@ mod tests {
             state: state.to_string(),
             recorded_cluster: "1/00000001/16384".to_string(),
             same_cluster,
+            history: 100,
+            gate_ms: 0,
         };
-        assert_eq!(namespace(None), Namespace::Uninitialised);
+        assert_eq!(namespace(None, 0), Namespace::Uninitialised);
         assert_eq!(
-            namespace(Some(&row("initialised", true))),
+            namespace(Some(&row("initialised", true)), 100),
             Namespace::Usable
         );
         assert_eq!(
-            namespace(Some(&row("restore-found 5 by pid 1", true))),
+            namespace(Some(&row("restore-found 5 by pid 1", true)), 0),
             Namespace::RestoreFound
         );
         assert!(matches!(
-            namespace(Some(&row("initialised", false))),
+            namespace(Some(&row("initialised", false)), 0),
             Namespace::ClusterChanged { .. }
         ));
+        assert!(matches!(
+            namespace(Some(&row("initialised", true)), 101),
+            Namespace::HistoryBehind {
+                seen: 101,
+                now: 100,
+                ..
+            }
+        ));
+        let starting = NamespaceRow {
+            gate_ms: 1500,
+            ..row("initialised", true)
+        };
+        assert_eq!(
+            namespace(Some(&starting), 0),
+            Namespace::Starting { wait_ms: 1500 }
+        );
     }
 
     #[test]

@@ -1131,6 +1131,17 @@ impl Machine {
     /// A first taking's `failures`th failed try: tried again (as try `next`) after a pause
     /// when the store failed and tries are left, else the taking fails.
     fn retry_or_fail(&mut self, now: Now, error: Error, failures: u32, next: u32) {
+        // A store that hands out nothing for a while after its server started: waited
+        // through, however long it says (its clock, not ours), asking again at least every
+        // RETRY_MAX_MS; no try is spent.
+        if let Error::LeaseStoreStarting { wait_ms, .. } = error {
+            self.notes.push_back(Note::TakeRetried { error });
+            self.phase = Phase::Start {
+                attempt: next.saturating_sub(1).max(1),
+                at_mono_ms: now.mono_ms.saturating_add(wait_ms.clamp(1, RETRY_MAX_MS)),
+            };
+            return;
+        }
         if matches!(error, Error::LeaseStore { .. }) && failures < self.settings.take_attempts {
             self.notes.push_back(Note::TakeRetried { error });
             self.phase = Phase::Start {

@@ -121,6 +121,11 @@ pub(crate) enum Fault {
     /// own clock), then the operator's step.
     #[cfg(feature = "postgres")]
     Failover,
+    /// PostgreSQL: the server restarted on the last copy, its identity and timeline kept (a
+    /// base backup started without recovery, a disk snapshot put back), the history with
+    /// it; the fleet runs against it until the operator's step.
+    #[cfg(feature = "postgres")]
+    BackupRestored,
 }
 
 impl Fault {
@@ -142,10 +147,11 @@ impl Fault {
     /// The faults of a PostgreSQL run: the copy (`Snapshot`) is what a restore or a
     /// failover goes back to.
     #[cfg(feature = "postgres")]
-    pub(crate) const POSTGRES: [Fault; 14] = [
+    pub(crate) const POSTGRES: [Fault; 15] = [
         Fault::Partition,
         Fault::StoreRestart,
         Fault::Snapshot,
+        Fault::BackupRestored,
         Fault::TableRestored,
         Fault::DataRestored,
         Fault::Failover,
@@ -185,6 +191,8 @@ impl Fault {
             Fault::DataRestored => "rows restored, data only",
             #[cfg(feature = "postgres")]
             Fault::Failover => "failover to a standby behind",
+            #[cfg(feature = "postgres")]
+            Fault::BackupRestored => "base backup restored, identity kept",
         }
     }
 }

@@ -36,6 +36,10 @@ pub(crate) enum PostgresDefect {
     /// `RENEW`): a claim a restored table brought back takes its number again before the
     /// step, while another process that took it meanwhile still issues.
     TakeBackAnywhere,
+    /// Acquiring ignores the gate after a server start: a process that starts as a
+    /// base backup comes back (its identity and timeline kept) takes a number whose
+    /// holder the backup forgot, while that holder still issues.
+    NoStartGate,
 }
 
 /// Which PostgreSQL semantics a run models, and the defect built in.
@@ -77,13 +81,18 @@ struct NamespaceRecord {
     cluster: Cluster,
     layout: Option<u32>,
     horizon_ms: u64,
+    /// The server start (on its clock) under which the row was created or reset.
+    server_start: u64,
 }
 
-/// Both tables' rows of the namespace: what a backup, a dump or a standby holds.
+/// Both tables' rows of the namespace and the history: what a backup, a dump or a standby
+/// holds.
 #[derive(Debug, Clone)]
 struct Tables {
     namespace: Option<NamespaceRecord>,
     rows: Vec<Option<Row>>,
+    /// The sequence `idgen_lease_history`'s last value.
+    history: u64,
 }
 
 /// The server: its tables, its identity and its clock.
@@ -104,6 +113,10 @@ pub(super) struct PostgresModel {
     writes: u64,
     /// The row's mark after the renewal or release being applied wrote it.
     row_mark: Option<u64>,
+    /// When the server started, on its clock.
+    started_ms: u64,
+    /// The gate's margin after the largest horizon: two requests' timeouts.
+    gate_margin_ms: u64,
 }
 
 const PLACE: &str = "simulated PostgreSQL namespace";
@@ -132,6 +145,7 @@ impl PostgresModel {
         now_ms: u64,
         clock_offset_ms: i64,
         run: PostgresRun,
+        gate_margin_ms: u64,
     ) -> PostgresModel {
         let cluster = Cluster {
             system: 7_000_000_000_000_000_001,
@@ -145,6 +159,7 @@ impl PostgresModel {
             version: 1,
             last_write_ms: now_ms,
         };
+        let started_ms = (now_ms as i64 + clock_offset_ms).max(0) as u64;
         PostgresModel {
             tables: Tables {
                 namespace: Some(NamespaceRecord {
@@ -152,8 +167,10 @@ impl PostgresModel {
                     cluster,
                     layout: None,
                     horizon_ms: 0,
+                    server_start: started_ms,
                 }),
                 rows: vec![Some(row); numbers as usize],
+                history: 1,
             },
             cluster,
             clock_offset_ms,
@@ -164,7 +181,22 @@ impl PostgresModel {
             take_backs: 0,
             writes: 1,
             row_mark: None,
+            started_ms,
+            gate_margin_ms,
         }
+    }
+
+    /// `nextval('idgen_lease_history')`.
+    fn next_history(&mut self) -> u64 {
+        self.tables.history += 1;
+        self.tables.history
+    }
+
+    /// A row's version after a write: every write raises it to at least the history's
+    /// next value (`GREATEST(version + 1, nextval(...))`).
+    fn next_version(&mut self, version: u64) -> u64 {
+        let next = self.next_history();
+        (version + 1).max(next)
     }
 
     /// `clock_timestamp()` at true time `now_ms`.
@@ -176,18 +208,28 @@ impl PostgresModel {
         self.run.defect == Some(defect)
     }
 
-    /// The namespace's row as `schema::NAMESPACE` reads it.
-    fn namespace_row(&self) -> Option<NamespaceRow> {
+    /// The namespace's row as `schema::NAMESPACE` reads it at true time `now_ms`.
+    fn namespace_row(&self, now_ms: u64) -> Option<NamespaceRow> {
+        let server_now = self.server_now(now_ms);
         self.tables.namespace.as_ref().map(|record| NamespaceRow {
             state: record.state.clone(),
             recorded_cluster: record.cluster.record(),
             same_cluster: record.cluster == self.cluster,
+            history: sql(self.tables.history),
+            gate_ms: if record.server_start == self.started_ms
+                || self.defective(PostgresDefect::NoStartGate)
+            {
+                0
+            } else {
+                sql(self.started_ms + record.horizon_ms + self.gate_margin_ms) - sql(server_now)
+            },
         })
     }
 
-    /// `verdict::namespace` of the row now (what `usable!()` decides inside a statement).
-    fn namespace(&self) -> Namespace {
-        match verdict::namespace(self.namespace_row().as_ref()) {
+    /// `verdict::namespace` of the row now (what `usable!()` decides inside a statement),
+    /// to a process that saw the history up to `seen`.
+    fn namespace_seen(&self, now_ms: u64, seen: u64) -> Namespace {
+        match verdict::namespace(self.namespace_row(now_ms).as_ref(), sql(seen)) {
             Namespace::ClusterChanged { .. }
                 if self.defective(PostgresDefect::AcquireIgnoresCluster) =>
             {
@@ -197,10 +239,25 @@ impl PostgresModel {
         }
     }
 
-    /// `PostgresStore::check_namespace`: a changed cluster is recorded as a restore found.
-    fn check_namespace(&mut self, holder_unix_ms: u64) -> Result<(), Error> {
-        match self.namespace() {
+    /// `PostgresStore::check_namespace`: a changed cluster is recorded as a restore found;
+    /// `taking`: the gate after a server start counts.
+    fn check_namespace(
+        &mut self,
+        holder_unix_ms: u64,
+        now_ms: u64,
+        taking: bool,
+    ) -> Result<(), Error> {
+        match self.namespace_seen(now_ms, 0) {
             Namespace::Usable => Ok(()),
+            Namespace::Starting { .. } if !taking => Ok(()),
+            Namespace::Starting { wait_ms } => Err(Error::LeaseStoreStarting {
+                store: PLACE.to_string(),
+                wait_ms,
+            }),
+            Namespace::HistoryBehind { .. } => {
+                self.mark_restore_found(holder_unix_ms);
+                Err(restored())
+            }
             Namespace::Uninitialised => Err(Error::LeaseStoreUninitialised {
                 store: PLACE.to_string(),
                 why: "no namespace row".to_string(),
@@ -238,7 +295,11 @@ impl PostgresModel {
                     let recorded_ms = record.horizon_ms;
                     (Ok(Answer::Horizon { recorded_ms }), None)
                 }
-                None => (self.check_namespace(0).map(|()| Answer::Done), None),
+                None => (
+                    self.check_namespace(0, now_ms, false)
+                        .map(|()| Answer::Done),
+                    None,
+                ),
             },
             StoreRequest::Survey => (self.survey(now_ms), None),
             StoreRequest::Acquire {
@@ -286,7 +347,7 @@ impl PostgresModel {
 
     fn bind_layout(&mut self, layout: u32) -> Result<Answer, Error> {
         let Some(record) = &mut self.tables.namespace else {
-            return self.check_namespace(0).map(|()| Answer::Done);
+            return self.check_namespace(0, 0, false).map(|()| Answer::Done);
         };
         let recorded = *record.layout.get_or_insert(layout);
         if recorded == layout {
@@ -301,7 +362,7 @@ impl PostgresModel {
     }
 
     fn survey(&mut self, now_ms: u64) -> Result<Answer, Error> {
-        self.check_namespace(0)?;
+        self.check_namespace(0, now_ms, false)?;
         let server_now = self.server_now(now_ms);
         let numbers = self
             .tables
@@ -336,15 +397,17 @@ impl PostgresModel {
         now_ms: u64,
         sent_unix_ms: u64,
     ) -> Result<(Acquired, RowClaim), Error> {
-        self.check_namespace(sent_unix_ms)?;
+        self.check_namespace(sent_unix_ms, now_ms, true)?;
         let server_now = self.server_now(now_ms);
         let expires_at = server_now + self.ttl_ms;
         let token = self.next_token;
+        // nextval() in the statement's CTE: drawn whether or not a row matches.
+        let history = self.next_history();
         let taken = match &mut self.tables.rows[worker as usize] {
             Some(row) if row.token.is_none() || row.expires_at <= server_now => {
                 row.token = Some(token);
                 row.expires_at = expires_at;
-                row.version += 1;
+                row.version = (row.version + 1).max(history);
                 Some((row.mark, row.version))
             }
             Some(_) => None,
@@ -353,10 +416,10 @@ impl PostgresModel {
                     token: Some(token),
                     expires_at,
                     mark: None,
-                    version: 1,
+                    version: history,
                     last_write_ms: now_ms,
                 });
-                Some((None, 1))
+                Some((None, history))
             }
         };
         let Some((mark, version)) = taken else {
@@ -381,6 +444,7 @@ impl PostgresModel {
             unknown,
             released: false,
             granted_ms: now_ms,
+            seen: history,
         };
         Ok((acquired, claim))
     }
@@ -390,7 +454,7 @@ impl PostgresModel {
     fn guard_matches(&self, worker: u64, claim: &RowClaim, now_ms: u64) -> bool {
         // An expired holding is taken back only where an acquire could take it.
         let take_back_allowed = self.run.defect == Some(PostgresDefect::TakeBackAnywhere)
-            || matches!(self.namespace(), Namespace::Usable);
+            || matches!(self.namespace_seen(now_ms, 0), Namespace::Usable);
         self.tables.rows[worker as usize]
             .as_ref()
             .is_some_and(|row| {
@@ -416,6 +480,7 @@ impl PostgresModel {
         }
         let server_now = self.server_now(now_ms);
         let ttl = self.ttl_ms;
+        let history = self.next_history();
         let Some(row) = self.tables.rows[worker as usize].as_mut() else {
             unreachable!("the guard matched a row");
         };
@@ -424,13 +489,20 @@ impl PostgresModel {
         }
         row.mark = Some(row.mark.map_or(mark, |old| old.max(mark)));
         row.expires_at = server_now + ttl;
-        row.version += 1;
+        row.version = (row.version + 1).max(history);
         row.last_write_ms = now_ms;
         self.row_mark = row.mark;
         claim.version = row.version;
         claim.wrote = true;
         claim.confirmed_unix_ms = sent_unix_ms;
         self.writes += 1;
+        // `PostgresStore::take_history`: a value behind the claim's high-water mark.
+        if history < claim.seen {
+            claim.released = true;
+            self.mark_restore_found(sent_unix_ms);
+            return (Err(restored()), claim);
+        }
+        claim.seen = history;
         (Ok(Answer::Done), claim)
     }
 
@@ -454,6 +526,7 @@ impl PostgresModel {
                 other => other.map(|()| Answer::Done),
             };
         }
+        let history = self.next_history();
         let Some(row) = self.tables.rows[worker as usize].as_mut() else {
             unreachable!("the guard matched a row");
         };
@@ -463,7 +536,7 @@ impl PostgresModel {
             row.mark = mark;
             row.last_write_ms = now_ms;
         }
-        row.version += 1;
+        row.version = (row.version + 1).max(history);
         self.row_mark = row.mark;
         self.writes += 1;
         Ok(Answer::Done)
@@ -490,8 +563,15 @@ impl PostgresModel {
                 .namespace
                 .as_ref()
                 .map(|record| record.cluster == self.cluster),
+            history: sql(self.tables.history),
         };
-        match verdict::after_failed_write(&evidence, &token_text(claim.token), sql(claim.version)) {
+        let verdict = verdict::after_failed_write(
+            &evidence,
+            &token_text(claim.token),
+            sql(claim.version),
+            sql(claim.seen),
+        );
+        match verdict {
             Verdict::Lost => {
                 claim.released = true;
                 Err(lost(worker))
@@ -522,7 +602,9 @@ impl PostgresModel {
         let Some(copy) = self.copy.clone() else {
             return false;
         };
-        self.tables = copy;
+        // A dump of the tables holds no sequence: the history goes on.
+        let history = self.tables.history;
+        self.tables = Tables { history, ..copy };
         self.cluster.table += 1;
         self.writes += 1;
         true
@@ -534,7 +616,23 @@ impl PostgresModel {
         let Some(copy) = self.copy.clone() else {
             return false;
         };
+        let history = self.tables.history;
+        self.tables = Tables { history, ..copy };
+        self.writes += 1;
+        true
+    }
+
+    /// The server restarted on the copy, its identity and timeline kept (a base backup
+    /// started without recovery, a disk snapshot): every table and the history go back
+    /// (the history a little ahead of the copy's, as crash recovery leaves a sequence),
+    /// and the server starts now. `false` if there is no copy.
+    pub(super) fn restore_backup(&mut self, now_ms: u64, skip: u64) -> bool {
+        let Some(copy) = self.copy.clone() else {
+            return false;
+        };
         self.tables = copy;
+        self.tables.history += skip;
+        self.started_ms = self.server_now(now_ms);
         self.writes += 1;
         true
     }
@@ -548,8 +646,14 @@ impl PostgresModel {
         self.tables = copy;
         self.cluster.timeline += 1;
         self.clock_offset_ms = clock_offset_ms;
+        // The standby runs since long before; its sequence stood at the copy's.
         self.writes += 1;
         true
+    }
+
+    /// The server restarted on its own data (back at true time `at_ms`): a new start.
+    pub(super) fn restart(&mut self, at_ms: u64) {
+        self.started_ms = self.server_now(at_ms);
     }
 
     /// The server's clock stepped (forward or back).
@@ -596,58 +700,67 @@ impl PostgresModel {
             .map_or(0, |record| record.horizon_ms);
         let floor = operator_unix_ms + horizon_ms.max(recorded);
         let refused = matches!(
-            verdict::namespace(self.namespace_row().as_ref()),
+            verdict::namespace(self.namespace_row(now_ms).as_ref(), 0),
             Namespace::RestoreFound | Namespace::ClusterChanged { .. }
         );
         let restore_step = after_restore || refused;
         self.writes += 1;
-
-        for slot in &mut self.tables.rows {
-            match slot {
+        if restore_step {
+            // LEAP_HISTORY, before the rows are written.
+            self.tables.history += 1 << 40;
+        }
+        let started = self.started_ms;
+        for worker in 0..self.tables.rows.len() {
+            let slot = self.tables.rows[worker].clone();
+            let written = match slot {
                 // RAISE_MARKS (the restore step only).
                 // Every holding ends, whatever its mark.
-                Some(row)
+                Some(mut row)
                     if restore_step
                         && self.run.defect != Some(PostgresDefect::RestoreStepKeepsHoldings) =>
                 {
                     row.token = None;
                     row.expires_at = 0;
                     row.mark = Some(row.mark.map_or(floor, |mark| mark.max(floor)));
-                    row.version += 1;
+                    row.version = self.next_version(row.version);
                     row.last_write_ms = now_ms;
+                    Some(row)
                 }
-                Some(row) if restore_step => {
+                Some(mut row) if restore_step => {
                     if row.mark.is_none_or(|mark| mark < floor) {
                         row.mark = Some(row.mark.map_or(floor, |mark| mark.max(floor)));
-                        row.version += 1;
+                        row.version = self.next_version(row.version);
                         row.last_write_ms = now_ms;
                     }
+                    Some(row)
                 }
-                Some(_) => {}
+                Some(row) => Some(row),
                 // WRITE_MISSING.
-                None => {
-                    *slot = Some(Row {
-                        token: None,
-                        expires_at: 0,
-                        mark: Some(floor),
-                        version: 1,
-                        last_write_ms: now_ms,
-                    });
-                }
-            }
+                None => Some(Row {
+                    token: None,
+                    expires_at: 0,
+                    mark: Some(floor),
+                    version: self.next_history(),
+                    last_write_ms: now_ms,
+                }),
+            };
+            self.tables.rows[worker] = written;
         }
         let cluster = self.cluster;
         if restore_step {
             // RESET_NAMESPACE.
             let state = format!("idgen-lease-store v1 {AFTER_RESTORE}{operator_unix_ms} by pid 1");
             match &mut self.tables.namespace {
-                Some(record) => (record.state, record.cluster) = (state, cluster),
+                Some(record) => {
+                    (record.state, record.cluster, record.server_start) = (state, cluster, started);
+                }
                 None => {
                     self.tables.namespace = Some(NamespaceRecord {
                         state,
                         cluster,
                         layout: None,
                         horizon_ms: 0,
+                        server_start: started,
                     });
                 }
             }
@@ -660,6 +773,7 @@ impl PostgresModel {
                     cluster,
                     layout: None,
                     horizon_ms: 0,
+                    server_start: started,
                 });
         }
         restore_step

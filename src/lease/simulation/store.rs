@@ -63,6 +63,9 @@ pub(crate) struct RowClaim {
     pub(super) released: bool,
     /// When the store granted the claim (true time), for the checker's order of tenures.
     pub(super) granted_ms: u64,
+    /// The highest value of the history the claim's writes were given: the process's
+    /// high-water mark, as far as this claim saw it.
+    pub(super) seen: u64,
 }
 
 /// What a holder keeps of the number it holds: the etcd claim's token or the PostgreSQL

@@ -415,7 +415,6 @@ fn postgres_seeds(what: &str, shape: impl Fn(u64) -> Shape) {
         ("request to a store that is down", per(30)),
         ("took a passed number", per(30)),
         ("took the nearest mark", per(5)),
-        ("inferred a lost mark", per(2)),
         ("waited for a mark", per(5)),
         ("new number after a loss", per(5)),
         ("renewed", per(300)),
@@ -444,6 +443,21 @@ fn small_fleets_on_postgres_under_every_fault_issue_no_id_twice_and_every_holder
         deleted_rows_under_holders_cut_off(seed, None)
     });
     totals.print("deleted rows on PostgreSQL");
+    // (Counted here, where rows are deleted under holders: among every fault at once, the
+    // gate after a server start leaves the first 20 seeds none.)
+    totals.assert_at_least(&[("inferred a lost mark", (seeds / 10).max(2))]);
+    let totals = run_seeds(first..first + seeds, |seed| {
+        restores_under_partitions(seed, None)
+    });
+    totals.print("restores under partitions on PostgreSQL");
+    let totals = run_seeds(first..first + seeds, |seed| {
+        backups_restored_under_live_holders(seed, None)
+    });
+    totals.print("base backups restored on PostgreSQL");
+    totals.assert_at_least(&[
+        ("base backup restored, identity kept", 1),
+        ("restore found", 1),
+    ]);
 }
 
 /// The first seed (of `within`) whose run on the PostgreSQL model with `defect`
@@ -494,7 +508,7 @@ postgres_defect_test!(
     a_restore_step_that_keeps_holdings_is_caught,
     RestoreStepKeepsHoldings,
     300,
-    |seed, defect| small_on_postgres(seed, Some(defect))
+    |seed, defect| restores_under_partitions(seed, Some(defect))
 );
 postgres_defect_test!(
     a_take_back_in_a_restored_namespace_is_caught,
@@ -503,11 +517,49 @@ postgres_defect_test!(
     |seed, defect| small_on_postgres(seed, Some(defect))
 );
 postgres_defect_test!(
+    an_acquire_that_ignores_the_gate_after_a_server_start_is_caught,
+    NoStartGate,
+    300,
+    |seed, defect| backups_restored_under_live_holders(seed, Some(defect))
+);
+postgres_defect_test!(
     a_remade_row_taken_as_never_held_is_caught,
     UnknownMarkTakenAsNone,
     300,
     |seed, defect| deleted_rows_under_holders_cut_off(seed, Some(defect))
 );
+
+/// Tables restored and standbys promoted under holders cut off: the restore step's work
+/// on holdings a restore brought back. (Since the gate after a server start, every fault at
+/// once rarely lets it show: the 300 seeds of all faults found it from seed 1338 on.)
+#[cfg(feature = "postgres")]
+fn restores_under_partitions(seed: u64, defect: Option<PostgresDefect>) -> Shape {
+    let mut shape = small_on_postgres(seed, defect);
+    shape.faults = vec![
+        Fault::Snapshot,
+        Fault::TableRestored,
+        Fault::Failover,
+        Fault::Partition,
+        Fault::Crash,
+        Fault::Stop,
+    ];
+    shape
+}
+
+/// Base backups taken and restored (identity and timeline kept) under a fleet that keeps
+/// starting and stopping: what a restore that `init`'s cluster check cannot see does.
+#[cfg(feature = "postgres")]
+fn backups_restored_under_live_holders(seed: u64, defect: Option<PostgresDefect>) -> Shape {
+    let mut shape = small_on_postgres(seed, defect);
+    shape.faults = vec![
+        Fault::Snapshot,
+        Fault::BackupRestored,
+        Fault::Stop,
+        Fault::Crash,
+        Fault::Partition,
+    ];
+    shape
+}
 
 /// Rows deleted under holders cut off, as `deleted_marks_under_horizons_far_apart` on etcd.
 #[cfg(feature = "postgres")]

@@ -21,7 +21,7 @@ use super::{Fault, Model, Report, Rng, Shape};
 enum Backend {
     Etcd(Store),
     #[cfg(feature = "postgres")]
-    Postgres(PostgresModel),
+    Postgres(Box<PostgresModel>),
 }
 
 impl Backend {
@@ -237,21 +237,27 @@ impl<'a> World<'a> {
         let clock_spread_ms = 2 * (shape.skew_ms + shape.step_ms)
             + shape.duration_ms * shape.drift_ppm as u64 / 500_000;
         let max_horizon_ms = shape.horizons_ms.iter().copied().max().unwrap_or(0);
-        let liveness_bound_ms =
-            2 * clock_spread_ms + 2 * max_horizon_ms + 4 * shape.ttl_ms + 10_000;
+        // (On PostgreSQL, a server start closes a gate for the largest horizon and two
+        // requests' timeouts.)
+        let liveness_bound_ms = 2 * clock_spread_ms
+            + 3 * max_horizon_ms
+            + 4 * shape.ttl_ms
+            + 2 * shape.timeout_ms
+            + 10_000;
         let heal_at = start_ms + shape.duration_ms * 6 / 10;
         let end_at = heal_at + (shape.duration_ms * 4 / 10).max(liveness_bound_ms);
         let store = match shape.model {
             Model::Etcd => Backend::Etcd(Store::new(shape.numbers, shape.ttl_ms, start_ms)),
             // The server's clock is one more clock off the true time, as the holders' are.
             #[cfg(feature = "postgres")]
-            Model::Postgres(run) => Backend::Postgres(PostgresModel::new(
+            Model::Postgres(run) => Backend::Postgres(Box::new(PostgresModel::new(
                 shape.numbers,
                 shape.ttl_ms,
                 start_ms,
                 rng.signed(shape.skew_ms),
                 run,
-            )),
+                2 * shape.timeout_ms,
+            ))),
         };
         let mut world = World {
             shape,
@@ -759,6 +765,10 @@ impl<'a> World<'a> {
                 let at = self.now + self.rng.below(ttl * 2);
                 self.store_down_until = self.store_down_until.max(at);
                 self.schedule(at, Event::StoreUp);
+                #[cfg(feature = "postgres")]
+                if let Backend::Postgres(model) = &mut self.store {
+                    model.restart(at);
+                }
             }
             Fault::LeaderChange => {
                 if let Some(store) = self.store.etcd() {
@@ -826,6 +836,7 @@ impl<'a> World<'a> {
             | Fault::FreeRow
             | Fault::TableRestored
             | Fault::DataRestored
+            | Fault::BackupRestored
             | Fault::Failover => {
                 if !self.postgres_fault(fault) {
                     return;
@@ -945,6 +956,22 @@ impl<'a> World<'a> {
                     return false;
                 }
                 self.operator_procedure(true);
+            }
+            // Restarted on a base backup that keeps the identity: down while it restarts,
+            // then the fleet runs against it until the operator's step.
+            Fault::BackupRestored => {
+                let up = self.now + 1 + self.rng.below(ttl);
+                let skip = self.rng.below(33);
+                if !self.postgres().restore_backup(up, skip) {
+                    return false;
+                }
+                self.store_down_until = self.store_down_until.max(up);
+                self.schedule(
+                    procedure_at.max(up),
+                    Event::Procedure {
+                        after_restore: true,
+                    },
+                );
             }
             Fault::Failover => {
                 let offset = self.rng.signed(self.shape.skew_ms);

@@ -55,7 +55,8 @@ impl InitArgs {
             InitKind::MaybeWiped
         };
         if let Some(url) = &store.lease_postgres {
-            let connected = connect_postgres(url, &store.namespace, store.lease_ttl)?;
+            let schema = store.postgres_schema.as_deref();
+            let connected = connect_postgres(url, schema, &store.namespace, store.lease_ttl)?;
             let what = format!("PostgreSQL lease namespace {}", connected.namespace());
             return init_networked(connected, &what, self.outage_horizon, &layout, kind);
         }

@@ -38,6 +38,7 @@ import math
 import os
 import signal
 import threading
+import time
 import urllib.parse
 import weakref
 from datetime import datetime, timedelta, timezone
@@ -165,7 +166,8 @@ class LeasedGenerator:
         "_failed_renewals",
         "_stop",
         "_thread",
-        "_signals",
+        "_closer",
+        "_released",
         "_period_s",
         "_renew_timeout",
     )
@@ -228,7 +230,10 @@ class LeasedGenerator:
         self._failed_renewals = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._signals: list[tuple[int, _Handler, _Handler]] = []
+        # The thread that closed it, and set once its release has ended: a signal waits for a
+        # release under way in another thread.
+        self._closer: int | None = None
+        self._released = threading.Event()
         self._period_s = checked["renewEveryMs"] / 1000
         # A renewal gives up before the next is due.
         self._renew_timeout = max(0.01, min(client.timeout, self._period_s * 0.8))
@@ -253,7 +258,8 @@ class LeasedGenerator:
 
         `holder`: a name for operators (default `python pid N`); `handle_signals`: release
         the number on SIGTERM and SIGINT (one try of at most 1 s), then end as the signal
-        would (default True; only from the main thread); `clock`: the `Clock` read for the lease request's timing and
+        would once every generator's release has ended (default True; only from the main
+        thread); `clock`: the `Clock` read for the lease request's timing and
         by the generator (default `SystemClock()`). The other options are `Client`'s. A full
         range is an IdgenError with status 409.
         """
@@ -574,13 +580,24 @@ class LeasedGenerator:
         self.close()
 
     def _close(self, *, from_signal: bool) -> None:
+        last_used = self._stop_issuing(from_signal=from_signal)
+        if last_used is not None:
+            self._release(last_used, from_signal=from_signal)
+
+    def _stop_issuing(self, *, from_signal: bool) -> int | None:
+        """Stops issuing and renewing: the last millisecond used, or None when there is
+        nothing (more) to give back (closed already, lost, or inherited through fork)."""
         self._stop.set()
-        self._restore_signals()
         with self._term_lock:
-            if self._state != _VALID:
-                return
-            self._state = _CLOSED
-            self._deadline_ns = _STOPPED
+            state = self._state
+            if state == _VALID:
+                self._state = _CLOSED
+                self._deadline_ns = _STOPPED
+                self._closer = threading.get_ident()
+        if state != _VALID:
+            if state != _CLOSED:  # a closed one is forgotten when its release ends
+                _forget(self)
+            return None
         # No ID is begun from here on; one under way (a batch stops at its next millisecond)
         # ends before the issuing lock is ours, so the last millisecond read is the last used.
         with self._lock:
@@ -589,55 +606,44 @@ class LeasedGenerator:
                 # The handler may have interrupted a next_id of this thread that read the clock
                 # and will still return its ID: cover it.
                 last_used = max(last_used, min(self._time_ns() // 1_000_000, self._limit_ms - 1))
-        if from_signal:
-            # The process is ending: one quick try (the number expires after its TTL anyway).
-            response = self._client.request(
-                "DELETE",
-                self._lease_path,
-                {"lastUsedMs": last_used},
-                retries=0,
-                timeout=min(_SIGNAL_RELEASE_TIMEOUT_S, self._client.timeout),
-            )
-        else:
-            response = self._client.request("DELETE", self._lease_path, {"lastUsedMs": last_used})
+        return last_used
+
+    def _release(self, last_used: int, *, from_signal: bool) -> None:
+        try:
+            if from_signal:
+                # The process is ending: one quick try (the number expires after its TTL anyway).
+                response = self._client.request(
+                    "DELETE",
+                    self._lease_path,
+                    {"lastUsedMs": last_used},
+                    retries=0,
+                    timeout=min(_SIGNAL_RELEASE_TIMEOUT_S, self._client.timeout),
+                )
+            else:
+                response = self._client.request("DELETE", self._lease_path, {"lastUsedMs": last_used})
+        finally:
+            self._released.set()
+            _forget(self)
         thread = self._thread
         if not from_signal and thread is not None and thread is not threading.current_thread():
             thread.join(self._renew_timeout + 0.5)
         if response.status not in (204, 410):
             raise IdgenError(f"idgen: release: {response.status} {_reason(response)}", status=response.status)
 
+    def _release_on_signal(self, last_used: int) -> None:
+        try:
+            self._release(last_used, from_signal=True)
+        except Exception:  # the number then expires after its TTL
+            pass
+
     def _handle_signals(self) -> None:
+        _signalled[self] = None
         for signum in (signal.SIGTERM, signal.SIGINT):
-            previous = signal.getsignal(signum)
-            if previous == signal.SIG_IGN:
-                continue  # the signal would not end the process: leave it so
-            signal.signal(signum, self._on_signal)
-            self._signals.append((signum, previous, self._on_signal))
-
-    def _restore_signals(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # the handlers stay, and pass the signal on once closed
-        for signum, previous, ours in self._signals:
-            if signal.getsignal(signum) == ours:
-                signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
-        self._signals = []
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        previous: _Handler = signal.SIG_DFL
-        for number, handler, _ in self._signals:
-            if number == signum:
-                previous = handler if handler is not None else signal.SIG_DFL
-        if self._state == _FORKED:
-            # A forked child's: the lease is the parent's. Only pass the signal on.
-            self._restore_signals()
-        else:
-            try:
-                self._close(from_signal=True)
-            except Exception:  # the number then expires after its TTL
-                pass
-        # Then end as the signal would have.
-        signal.signal(signum, previous)
-        os.kill(os.getpid(), signum)
+            current = signal.getsignal(signum)
+            if current is _on_signal or current == signal.SIG_IGN:
+                continue  # ours already; or ignored, so the signal would not end the process: left so
+            _previous[signum] = current
+            signal.signal(signum, _on_signal)
 
     # -- fork ---------------------------------------------------------------------------------
 
@@ -657,8 +663,85 @@ class LeasedGenerator:
 # Every generator of this process, for the fork hook.
 _live: weakref.WeakSet[LeasedGenerator] = weakref.WeakSet()
 
+# The generators that give their number back on SIGTERM and SIGINT (an ordered set), each
+# until its release has ended, and per signal handled the handler there was before. One
+# handler serves them all and passes the signal on once, after the last release (with a
+# handler per generator, each passing the signal on to the one installed before it, a
+# generator closed earlier cut those before it out of the chain).
+_signalled: dict[LeasedGenerator, None] = {}
+_previous: dict[int, _Handler] = {}
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    previous = _previous.get(signum)
+    # Handled once: a second signal while the numbers go back acts as it would have.
+    _restore_signals()
+    _release_all()
+    # Then end as the signal would have.
+    signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _release_all() -> None:
+    """Every generator that handles signals gives its number back, all at once (a thread
+    each: a service that does not answer holds the process a second, not a second a
+    generator); a release under way in another thread (a close()) is waited for as long.
+    Each stops issuing here, in the thread the handler interrupted: it may hold the
+    generators' (reentrant) locks."""
+    give_up = time.monotonic() + _SIGNAL_RELEASE_TIMEOUT_S
+    here = threading.get_ident()
+    releases: list[threading.Thread] = []
+    under_way: list[threading.Event] = []
+    for generator in list(_signalled):
+        try:
+            last_used = generator._stop_issuing(from_signal=True)
+        except Exception:  # its number expires after its TTL; the others still go back
+            continue
+        if last_used is not None:
+            releases.append(
+                threading.Thread(
+                    target=generator._release_on_signal,
+                    args=(last_used,),
+                    name=f"idgen release of worker {generator.worker}",
+                    daemon=True,
+                )
+            )
+        elif generator._state == _CLOSED and generator._closer != here:
+            # (A close() of this thread, interrupted, cannot end before the handler does.)
+            under_way.append(generator._released)
+    started: list[threading.Thread] = []
+    for thread in releases:
+        try:
+            thread.start()
+            started.append(thread)
+        except RuntimeError:  # no new thread (the interpreter is ending): one after another
+            thread.run()
+    for thread in started:
+        thread.join()  # bounded by the request's timeout
+    for released in under_way:
+        released.wait(max(0.0, give_up - time.monotonic()))
+
+
+def _forget(generator: LeasedGenerator) -> None:
+    _signalled.pop(generator, None)
+    if not _signalled:
+        _restore_signals()
+
+
+def _restore_signals() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return  # the handler stays, and passes the signal on once nothing is left to release
+    # Forgotten only once put back: the handler may run in between (and then puts it back).
+    for signum, previous in list(_previous.items()):
+        if signal.getsignal(signum) is _on_signal:
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+        _previous.pop(signum, None)
+
 
 def _after_fork_in_child() -> None:
+    # The parent's generators are not the child's to release: its handlers only pass the
+    # signal on.
+    _signalled.clear()
     for generator in list(_live):
         try:
             generator._inherited()
