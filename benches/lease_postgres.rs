@@ -10,6 +10,9 @@
 //! - The renewals: the same number of `PostgresStore`s (one connection each, as one process
 //!   has) hold N numbers between them and renew them, one `Claim::renew` after another,
 //!   flat out for a window: the store's one statement per renewal, from the Rust API.
+//! - The previous version's renewal (commit 7e16f1f: no history drawn, no gate in the
+//!   take-back), the statement as it was, sent raw on rows of the same tables by the same
+//!   number of connections: the new statement's rate as a share of it.
 //! - A fleet at the default TTL (30 s, renewed every 10 s) asks N / 10 renewals a second:
 //!   the report gives that demand as a share of the measured capacity of both kinds.
 
@@ -40,7 +43,17 @@ fn main() {
     let before = update_rate(&url);
     let mut rows = Vec::new();
     for numbers in [1_000u64, 5_000] {
-        let renewals = renewal_rate(&url, numbers);
+        // Side by side, twice each in turn: the machine's noise falls on both.
+        let (mut renewals, mut previous) = (0.0, 0.0);
+        for _ in 0..2 {
+            renewals += renewal_rate(&url, numbers) / 2.0;
+            previous += previous_renewal_rate(&url, numbers) / 2.0;
+        }
+        println!(
+            "{numbers} numbers: this version's renewal {renewals:.0}/s, the previous version's \
+             {previous:.0}/s: {:.1} %",
+            100.0 * renewals / previous
+        );
         rows.push((numbers, renewals));
     }
     let after = update_rate(&url);
@@ -164,5 +177,83 @@ fn renewal_rate(url: &str, numbers: u64) -> f64 {
             claim.release(0).unwrap();
         }
     }
+    total as f64 / WINDOW.as_secs_f64()
+}
+
+/// The previous version's `RENEW` (commit 7e16f1f), as it was sent.
+const PREVIOUS_RENEW: &str = "UPDATE idgen_leases \
+     SET mark_ms = GREATEST(mark_ms, $6), \
+     expires_at = clock_timestamp() + $7::bigint * interval '1 millisecond', \
+     version = version + 1 \
+     WHERE namespace = $1 AND datacenter = $2 AND worker = $3 AND token = $4 \
+     AND version >= $5 AND (expires_at > clock_timestamp() OR \
+     EXISTS (SELECT 1 FROM idgen_lease_namespaces s WHERE s.namespace = $1 \
+     AND s.cluster = ((SELECT system_identifier::text FROM pg_control_system()) || '/' || \
+     substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) || '/' || \
+     'idgen_leases'::regclass::oid::text) \
+     AND s.state NOT LIKE '%restore-found %')) RETURNING version";
+
+/// Renewals per second of the previous version's statement, on `numbers` rows held by
+/// hand (a token each), over [`CONNECTIONS`] connections.
+fn previous_renewal_rate(url: &str, numbers: u64) -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let namespace = format!("/idgen-bench/previous-{numbers}-{nanos}");
+    let last = numbers - 1;
+    let store = PostgresStore::connect(url, &namespace).unwrap();
+    assert_eq!(
+        store.schema(),
+        "public",
+        "the previous statement names no schema"
+    );
+    store.init(0..=0, 0..=last, 0).unwrap();
+    let mut setup = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    setup
+        .execute(
+            "UPDATE idgen_leases SET token = 'bench-' || worker, \
+             expires_at = clock_timestamp() + interval '1 hour' WHERE namespace = $1",
+            &[&namespace],
+        )
+        .unwrap();
+    let per_connection = numbers as i64 / CONNECTIONS as i64;
+    let ttl_ms = POSTGRES_DEFAULT_TTL.as_millis() as i64;
+    let barrier = Barrier::new(CONNECTIONS);
+    let total: u64 = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..CONNECTIONS as i64)
+            .map(|connection| {
+                let (barrier, namespace) = (&barrier, &namespace);
+                scope.spawn(move || {
+                    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+                    let renew = client.prepare(PREVIOUS_RENEW).unwrap();
+                    let workers = connection * per_connection..(connection + 1) * per_connection;
+                    barrier.wait();
+                    let started = Instant::now();
+                    let mut done = 0u64;
+                    'window: loop {
+                        for worker in workers.clone() {
+                            if started.elapsed() >= WINDOW {
+                                break 'window;
+                            }
+                            let mark =
+                                idgen::Clock::now_unix_ms(&idgen::SystemClock) as i64 + 180_000;
+                            let token = format!("bench-{worker}");
+                            let renewed = client
+                                .query_opt(
+                                    &renew,
+                                    &[&namespace, &0i64, &worker, &token, &0i64, &mark, &ttl_ms],
+                                )
+                                .unwrap();
+                            assert!(renewed.is_some(), "worker {worker} not renewed");
+                            done += 1;
+                        }
+                    }
+                    done
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
     total as f64 / WINDOW.as_secs_f64()
 }

@@ -399,6 +399,62 @@ pub(crate) fn create_in_schema(
     Ok(())
 }
 
+/// Checks that this role may use `tables` (read, add and change rows) and `sequences` of
+/// `schema`, which another role may have made: refused, naming the `GRANT`s the owner of
+/// the tables runs, rather than failing at the first renewal or grant.
+pub(crate) fn check_privileges(
+    client: &mut postgres::Client,
+    schema: &str,
+    tables: &[&str],
+    sequences: &[&str],
+) -> Result<(), SetupFailure> {
+    let name = |object: &str| format!("{}.{object}", quoted(schema));
+    let mut missing = Vec::new();
+    for table in tables {
+        let allowed: bool = client
+            .query_one(
+                "SELECT has_table_privilege($1, 'SELECT, INSERT, UPDATE')",
+                &[&name(table)],
+            )?
+            .try_get(0)?;
+        if !allowed {
+            missing.push(format!(
+                "GRANT SELECT, INSERT, UPDATE ON {} TO",
+                name(table)
+            ));
+        }
+    }
+    for sequence in sequences {
+        let allowed: bool = client
+            .query_one(
+                "SELECT has_sequence_privilege($1, 'SELECT') AND has_sequence_privilege($1, 'UPDATE')",
+                &[&name(sequence)],
+            )?
+            .try_get(0)?;
+        if !allowed {
+            missing.push(format!(
+                "GRANT SELECT, UPDATE ON SEQUENCE {} TO",
+                name(sequence)
+            ));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let role: String = client
+        .query_one("SELECT current_user::text", &[])?
+        .try_get(0)?;
+    let grants: Vec<String> = missing
+        .iter()
+        .map(|grant| format!("{grant} {};", quoted(&role)))
+        .collect();
+    Err(SetupFailure::Refused(format!(
+        "PostgreSQL: role {role} may not use idgen's tables in schema {schema}, which another \
+         role made: as their owner, run: {}",
+        grants.join(" ")
+    )))
+}
+
 /// A refusal for want of privileges in `schema`, naming the `GRANT` that lifts it.
 pub(crate) fn not_permitted(
     client: &mut postgres::Client,

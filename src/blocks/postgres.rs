@@ -7,7 +7,8 @@ use std::sync::{Arc, OnceLock};
 use super::{BlockStore, Grant, MAX_VALUE, SequenceName, has_values_to_give_back};
 use crate::error::Error;
 use crate::postgres_session::{
-    Session, SetupFailure, check_schema_name, create_in_schema, quoted, resolve_schema,
+    Session, SetupFailure, check_privileges, check_schema_name, create_in_schema, quoted,
+    resolve_schema,
 };
 
 /// The table, created if absent.
@@ -92,6 +93,7 @@ impl PostgresStore {
                 )));
             }
             create_in_schema(client, &schema, &[(TABLE, &qualify(CREATE_TABLE, &schema))])?;
+            check_privileges(client, &schema, &[TABLE], &[])?;
             let _ = found.set(schema);
             Ok(())
         });

@@ -141,6 +141,50 @@ impl PostgresServer {
         standby
     }
 
+    /// `pg_basebackup -X stream -c fast` of this server into a directory of its own, kept
+    /// for [`PostgresServer::restore_base_backup`].
+    pub fn base_backup(&self, name: &str) -> PathBuf {
+        let backup = self.dir.join(name);
+        let port = self.port.to_string();
+        let path = backup.display().to_string();
+        self.run(
+            "pg_basebackup",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-D",
+                &path,
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+            ],
+        );
+        backup
+    }
+
+    /// The server stopped at once (`-m immediate`), its data directory replaced by a copy
+    /// of `backup`, and started as it is: no `recovery.signal`, so PostgreSQL runs crash
+    /// recovery and stays on the same timeline, with the same system identifier (what an
+    /// operator restoring a base backup, or a disk snapshot, by hand does).
+    pub fn restore_base_backup(&self, backup: &Path) {
+        self.stop_immediate();
+        let data = self.dir.join("data");
+        fs::remove_dir_all(&data).unwrap();
+        let status = Command::new("cp")
+            .args(["-a"])
+            .arg(backup)
+            .arg(&data)
+            .status()
+            .unwrap();
+        assert!(status.success(), "cp -a {}", backup.display());
+        self.pg_ctl("start");
+    }
+
     /// `pg_ctl promote`: the standby ends recovery and takes writes, on a new timeline.
     pub fn promote(&self) {
         self.pg_ctl("promote");

@@ -216,6 +216,7 @@ impl PostgresStore {
         PostgresStore {
             session: Arc::clone(&self.session),
             schema: Arc::clone(&self.schema),
+            renew: Arc::clone(&self.renew),
             namespace: self.namespace.clone(),
             ttl: self.ttl,
             outage_horizon: self.outage_horizon,

@@ -2,8 +2,9 @@
 //! nothing found. Uses `store`, `schema` and `verdict`.
 
 use std::fmt;
+use std::sync::Arc;
 
-use super::schema::{EVIDENCE, RELEASE, RENEW};
+use super::schema::{EVIDENCE, RELEASE};
 use super::store::PostgresStore;
 use super::verdict::{self, Evidence, Verdict};
 use crate::Error;
@@ -123,7 +124,7 @@ impl Claim for PostgresClaim {
         let ttl_ms = i64::try_from(self.store.ttl.as_millis()).unwrap_or(i64::MAX);
         let sent_unix_ms = wall_unix_ms();
         let renewed: Option<(i64, i64)> = self.store.session.run_prepared(
-            self.store.sql(RENEW).into(),
+            Arc::clone(&self.store.renew),
             move |client, renew| {
                 client
                     .query_opt(

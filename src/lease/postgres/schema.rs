@@ -10,7 +10,7 @@
 //! first (`READ COMMITTED`'s rule for `UPDATE`), so two racing acquires of one number
 //! cannot both match. No advisory lock, no session state beyond the connection's timeouts.
 
-use crate::postgres_session::{SetupFailure, create_in_schema, quoted};
+use crate::postgres_session::{SetupFailure, check_privileges, create_in_schema, quoted};
 
 /// One row per namespace: its state, the cluster it was initialised on, its layout and the
 /// largest outage horizon any holder recorded.
@@ -103,6 +103,7 @@ pub(super) fn create_tables(
             (HISTORY, &q(CREATE_HISTORY)),
         ],
     )?;
+    check_privileges(client, schema, &[NAMESPACES, LEASES], &[HISTORY])?;
     let has_server_start: bool = client.query_one(&q(HAS_SERVER_START), &[])?.try_get(0)?;
     if !has_server_start {
         match client.batch_execute(&q(ADD_SERVER_START)) {
@@ -258,26 +259,24 @@ pub(super) const CANDIDATES: &str = "SELECT w FROM generate_series($3::bigint, $
 /// in a usable namespace past the gate after a server start. Returns the previous holder's
 /// mark, the new version and the history's next value.
 pub(super) const ACQUIRE: &str = concat!(
-    "WITH h AS (SELECT nextval('idgen_lease_history') AS n) \
-     UPDATE idgen_leases SET token = $4, holder = $5, \
+    "UPDATE idgen_leases SET token = $4, holder = $5, \
      expires_at = clock_timestamp() + $6::bigint * interval '1 millisecond', \
-     version = GREATEST(version + 1, h.n) FROM h \
+     version = GREATEST(version + 1, nextval('idgen_lease_history')) \
      WHERE namespace = $1 AND datacenter = $2 AND worker = $3 \
      AND (token IS NULL OR expires_at <= clock_timestamp()) AND ",
     open!(),
-    " RETURNING mark_ms, version, h.n"
+    " RETURNING mark_ms, version, currval('idgen_lease_history')"
 );
 
 /// As [`ACQUIRE`] for a number that has no row (deleted): made again, held, its mark
 /// unknown. Returns the version and the history's next value.
 pub(super) const ACQUIRE_MISSING: &str = concat!(
-    "WITH h AS (SELECT nextval('idgen_lease_history') AS n) \
-     INSERT INTO idgen_leases (namespace, datacenter, worker, token, holder, expires_at, \
+    "INSERT INTO idgen_leases (namespace, datacenter, worker, token, holder, expires_at, \
      mark_ms, version) \
      SELECT $1, $2, $3, $4, $5, clock_timestamp() + $6::bigint * interval '1 millisecond', \
-     NULL, h.n FROM h WHERE ",
+     NULL, nextval('idgen_lease_history') WHERE ",
     open!(),
-    " ON CONFLICT DO NOTHING RETURNING version, (SELECT n FROM h)"
+    " ON CONFLICT DO NOTHING RETURNING version, currval('idgen_lease_history')"
 );
 
 /// `$1` namespace, `$2` datacenter, `$3` worker, `$4` token, `$5` the version of the
@@ -293,15 +292,14 @@ pub(super) const ACQUIRE_MISSING: &str = concat!(
 /// new version and the history's next value (a store behind this process's high-water
 /// mark went back, though this row did not).
 pub(super) const RENEW: &str = concat!(
-    "WITH h AS (SELECT nextval('idgen_lease_history') AS n) \
-     UPDATE idgen_leases \
+    "UPDATE idgen_leases \
      SET mark_ms = GREATEST(mark_ms, $6), \
      expires_at = clock_timestamp() + $7::bigint * interval '1 millisecond', \
-     version = GREATEST(version + 1, h.n) FROM h \
+     version = GREATEST(version + 1, nextval('idgen_lease_history')) \
      WHERE namespace = $1 AND datacenter = $2 AND worker = $3 AND token = $4 \
      AND version >= $5 AND (expires_at > clock_timestamp() OR ",
     open!(),
-    ") RETURNING version, h.n"
+    ") RETURNING version, currval('idgen_lease_history')"
 );
 
 /// As [`RENEW`]'s guard, `$6` the mark to leave (`NULL`: the row's own): frees the number.
@@ -348,9 +346,10 @@ mod tests {
             assert!(!bare.contains("idgen_lease"), "{qualified}");
             assert!(qualified.contains("\"app_one\".idgen_lease"), "{qualified}");
         }
-        // The regclass and nextval literals name the schema too.
+        // The regclass, nextval and currval literals name the schema too.
         let acquire = qualify(ACQUIRE, "app_one");
         assert!(acquire.contains("nextval('\"app_one\".idgen_lease_history')"));
+        assert!(acquire.contains("currval('\"app_one\".idgen_lease_history')"));
         assert!(acquire.contains("'\"app_one\".idgen_leases'::regclass"));
     }
 

@@ -70,6 +70,8 @@ pub struct PostgresStore {
     pub(super) session: Arc<Session>,
     /// The schema of the tables, found or named at the first connection.
     pub(super) schema: Arc<str>,
+    /// The renewal, in the schema: sent most, so qualified once.
+    pub(super) renew: Arc<str>,
     pub(super) namespace: String,
     pub(super) ttl: Duration,
     pub(super) outage_horizon: Duration,
@@ -135,6 +137,7 @@ impl PostgresStore {
         let schema = resolved.get().cloned().unwrap_or_default();
         Ok(PostgresStore {
             session: Arc::new(session),
+            renew: schema::qualify(schema::RENEW, &schema).into(),
             schema: schema.into(),
             namespace,
             ttl: POSTGRES_DEFAULT_TTL,
