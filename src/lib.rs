@@ -80,8 +80,12 @@
 //!   starts after the mark its number's previous holder left. A lease store serves one
 //!   layout (every width and the epoch): a process with another is refused
 //!   ([`Error::LayoutMismatch`]). A holder that sees its store went back in time (an etcd
-//!   snapshot restore, a PostgreSQL failover or restored table) stops ([`Error::LeaseStoreRestored`]); see [`design::leases`] for
-//!   the restore step that keeps successors past every mark that may have been lost.
+//!   snapshot restore; a PostgreSQL failover, restored table or base backup) stops
+//!   ([`Error::LeaseStoreRestored`]); after a PostgreSQL server starts, no number is handed
+//!   out until every live holder's renewal could reach it or its mark passed
+//!   ([`Error::LeaseStoreStarting`]). A second live copy of a store's database is not
+//!   detected: see [`design::leases`] for each kind of restore, and the restore step that
+//!   keeps successors past every mark that may have been lost.
 //!
 //! # Clock behaviour
 //!

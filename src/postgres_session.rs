@@ -311,6 +311,7 @@ pub(crate) fn resolve_schema(
     client: &mut postgres::Client,
     named: Option<&str>,
     table: &str,
+    keep_one: &str,
 ) -> Result<String, SetupFailure> {
     let found: Vec<String> = client
         .query(
@@ -346,12 +347,19 @@ pub(crate) fn resolve_schema(
         }
         return Err(SetupFailure::Refused(format!(
             "PostgreSQL: this database has idgen's table {table} in more than one schema ({}): \
-             each copy is a store of its own, and two stores hand out the same numbers. \
-             Keep one: stop the processes using the others, drop those copies, and name the \
-             one kept with --postgres-schema (IDGEN_POSTGRES_SCHEMA) everywhere; for \
-             leases, run `idgen leases init --after-restore` on the one kept, since holders \
-             of the dropped copies may have written marks it does not have",
+             each copy is a store of its own, and two stores hand out the same values. \
+             Keep one: stop the processes using the others, {keep_one}, drop the other \
+             copies, and name the one kept with --postgres-schema (IDGEN_POSTGRES_SCHEMA) \
+             everywhere",
             all.join(", ")
+        )));
+    }
+    // Found names go into statements, some of them inside string literals: a quote in one
+    // is refused rather than escaped two ways.
+    if let Some(odd) = found.iter().find(|schema| schema.contains(['\'', '"'])) {
+        return Err(SetupFailure::Refused(format!(
+            "PostgreSQL: idgen's table {table} is in a schema whose name has a quote \
+             ({odd:?}); rename the schema, or move the table to one named like public"
         )));
     }
     Ok(match (named, found.first()) {
@@ -393,6 +401,15 @@ pub(crate) fn create_in_schema(
             {
                 return Err(not_permitted(client, schema, &error));
             }
+            Err(error) if error.code() == Some(&postgres::error::SqlState::INVALID_SCHEMA_NAME) => {
+                return Err(SetupFailure::Refused(format!(
+                    "{}: the schema named for idgen's tables does not exist; create it (CREATE \
+                     SCHEMA {} AUTHORIZATION the role the fleet connects as), or name another \
+                     with --postgres-schema",
+                    describe(&error),
+                    quoted(schema)
+                )));
+            }
             Err(error) => return Err(SetupFailure::Server(error)),
         }
     }
@@ -410,6 +427,12 @@ pub(crate) fn check_privileges(
 ) -> Result<(), SetupFailure> {
     let name = |object: &str| format!("{}.{object}", quoted(schema));
     let mut missing = Vec::new();
+    let usable: bool = client
+        .query_one("SELECT has_schema_privilege($1, 'USAGE')", &[&schema])?
+        .try_get(0)?;
+    if !usable {
+        missing.push(format!("GRANT USAGE ON SCHEMA {} TO", quoted(schema)));
+    }
     for table in tables {
         let allowed: bool = client
             .query_one(

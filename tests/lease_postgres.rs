@@ -668,3 +668,41 @@ fn a_process_waiting_for_a_number_through_a_base_backup_restore_takes_none_of_a_
     }
     after_the_restore_step(&url, &namespace, first);
 }
+
+/// Many threads of one process on one store (as `serve` with its lease API): renewals and
+/// surveys interleave on its connection, each renewal raising the process's high-water
+/// mark of the history while a survey's read of it is on its way back. None of that is a
+/// restore: the namespace stays usable and every renewal succeeds.
+#[test]
+fn renewals_and_surveys_of_many_threads_on_one_store_find_no_restore() {
+    let (url, namespace) = (
+        postgres_server::postgres_url(),
+        namespace("one-store-threads"),
+    );
+    let store = std::sync::Arc::new(store(&url, &namespace));
+    let claims: Vec<_> = (0..16)
+        .map(|_| store.acquire(&range("0-31")).unwrap())
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    thread::scope(|scope| {
+        for mut claim in claims {
+            scope.spawn(move || {
+                while Instant::now() < deadline {
+                    let mark = idgen::SystemClock.now_unix_ms() + 3_000;
+                    claim.renew(mark).unwrap();
+                }
+                claim.release(0).unwrap();
+            });
+        }
+        for _ in 0..16 {
+            let store = std::sync::Arc::clone(&store);
+            scope.spawn(move || {
+                while Instant::now() < deadline {
+                    store.survey(&range("0-31")).unwrap();
+                }
+            });
+        }
+    });
+    let state = namespace_state(&url, &namespace);
+    assert!(!state.contains("restore-found"), "{state}");
+}

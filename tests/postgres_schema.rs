@@ -153,11 +153,11 @@ fn copies_of_a_table_in_two_schemas_are_refused_naming_both() {
         let mut client =
             postgres::Client::connect(&as_role(&server, role), postgres::NoTls).unwrap();
         client
-            .batch_execute(
-                "CREATE TABLE idgen_leases (namespace text, datacenter bigint, worker bigint);
+            .batch_execute(&format!(
+                "{PREVIOUS_TABLES}
                  CREATE TABLE idgen_sequences (name text PRIMARY KEY, last_value bigint NOT NULL,
-                     serial bigint NOT NULL, block_size bigint NOT NULL);",
-            )
+                     serial bigint NOT NULL, block_size bigint NOT NULL);"
+            ))
             .unwrap();
     }
     for url in [as_role(&server, "app_a"), server.url()] {
@@ -179,6 +179,14 @@ fn copies_of_a_table_in_two_schemas_are_refused_naming_both() {
         .unwrap_err()
         .to_string();
     assert!(named.contains("app_b.idgen_leases"), "{named}");
+    // Sequences handed out values up to each copy's last: the fix says to merge them first.
+    let blocks = idgen::blocks::PostgresStore::connect(&server.url())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        blocks.contains("merge") && blocks.contains("largest last_value"),
+        "{blocks}"
+    );
     admin(
         &server,
         "DROP TABLE app_b.idgen_leases, app_b.idgen_sequences",
@@ -217,7 +225,7 @@ CREATE TABLE idgen_leases (
     PRIMARY KEY (namespace, datacenter, worker)
 );
 INSERT INTO idgen_leases (namespace, datacenter, worker, mark_ms, version)
-    SELECT '/idgen/prod', 0, w, 1000, 1 FROM generate_series(0, 3) AS w;
+    SELECT '/idgen/prod', 0, w, 1000, 5000 + w FROM generate_series(0, 3) AS w;
 INSERT INTO idgen_lease_namespaces (namespace, state, cluster) VALUES ('/idgen/prod',
     'idgen-lease-store v1 initialised new by pid 1',
     (SELECT system_identifier::text FROM pg_control_system()) || '/' ||
@@ -270,4 +278,32 @@ fn the_tables_the_previous_version_made_along_the_search_path_are_the_ones_used(
     }
     assert_eq!(schemas_of(&server, "idgen_leases"), vec!["app_a"]);
     assert_eq!(schemas_of(&server, "idgen_lease_namespaces"), vec!["app_a"]);
+    // The history starts past the versions the previous version counted (up to 5003): a
+    // row made again after a deletion is newer than any written before.
+    let history: i64 = client
+        .query_one("SELECT last_value FROM app_a.idgen_lease_history", &[])
+        .unwrap()
+        .get(0);
+    assert!(history >= 5003, "{history}");
+}
+
+/// A copy of the leases table made in another schema while a process runs (a previous
+/// version's process along its search_path) is seen at the next acquire, not only at the
+/// next connection.
+#[test]
+fn a_copy_made_while_a_process_runs_is_refused_at_its_next_acquire() {
+    let server = PostgresServer::start("schema-copy-later");
+    let store = connect(&server.url()).unwrap();
+    let now = idgen::Clock::now_unix_ms(&idgen::SystemClock);
+    store.init_new(0..=0, 0..=1, now).unwrap();
+    drop(store.acquire(&range()).unwrap());
+    admin(
+        &server,
+        "CREATE SCHEMA later; CREATE TABLE later.idgen_leases (namespace text)",
+    );
+    let refused = store.acquire(&WorkerRange::parse(0, "1-1").unwrap());
+    assert!(
+        matches!(&refused, Err(Error::LeaseConfig { reason }) if reason.contains("2 schemas")),
+        "{refused:?}"
+    );
 }

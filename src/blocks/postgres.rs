@@ -83,7 +83,7 @@ impl PostgresStore {
         let resolved = Arc::new(OnceLock::<String>::new());
         let (found, named) = (Arc::clone(&resolved), named.map(str::to_string));
         let setup = Box::new(move |client: &mut postgres::Client| {
-            let schema = resolve_schema(client, named.as_deref(), TABLE)?;
+            let schema = resolve_schema(client, named.as_deref(), TABLE, KEEP_ONE)?;
             if let Some(first) = found.get()
                 && *first != schema
             {
@@ -115,6 +115,13 @@ impl PostgresStore {
         &self.schema
     }
 }
+
+/// What to do before dropping copies of the table: values up to each copy's last were
+/// handed out, so the kept copy must go on past the largest of them.
+const KEEP_ONE: &str = "first merge into the one kept, for every sequence name, the largest \
+     last_value of all copies (UPDATE it to GREATEST of them) and the names only another copy \
+     has (values up to each copy's last_value were handed out: a copy left behind hands them \
+     out again)";
 
 /// `sql` with the table named in `schema`.
 fn qualify(sql: &str, schema: &str) -> String {

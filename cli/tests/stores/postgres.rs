@@ -179,3 +179,113 @@ fn the_postgres_flag_is_checked_before_anything_is_opened() {
     assert!(!status.success());
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
+
+/// `--postgres-schema` names where idgen's tables are, for leases and sequences alike. On the
+/// shared server the tables are in `public`: naming it works; naming another schema is
+/// refused with both places named, and makes nothing there (a second table would be a
+/// second store); a name that is not a schema name is refused before connecting.
+#[test]
+fn the_postgres_schema_flag_names_the_tables_and_a_second_copy_is_refused() {
+    let (url, namespace) = (postgres_url(), namespace("schema-flag"));
+    let (status, _, stderr) = idgen(&[
+        "leases",
+        "init",
+        "--new",
+        "--lease-postgres",
+        &url,
+        "--namespace",
+        &namespace,
+        "--postgres-schema",
+        "public",
+    ]);
+    assert!(status.success(), "{stderr}");
+    let (status, stdout, stderr) = idgen(&[
+        "next",
+        "--lease-postgres",
+        &url,
+        "--namespace",
+        &namespace,
+        "--postgres-schema",
+        "public",
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert!(!stdout.trim().is_empty());
+    // "schema-flag-<pid>-<nanos>": a sequence name no other run uses.
+    let sequence = namespace.trim_start_matches("/idgen-cli-test/");
+    let (status, stdout, stderr) = idgen(&[
+        "seq",
+        "next",
+        sequence,
+        "-n",
+        "3",
+        "--postgres",
+        &url,
+        "--postgres-schema",
+        "public",
+        "--create-sequences",
+    ]);
+    assert!(status.success(), "{stderr}");
+    assert_eq!(
+        stdout.split_whitespace().collect::<Vec<_>>(),
+        ["1", "2", "3"]
+    );
+
+    let schema = format!("idgen_flag_{}", std::process::id());
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .unwrap();
+    let (lease_status, _, lease_stderr) = idgen(&[
+        "next",
+        "--lease-postgres",
+        &url,
+        "--namespace",
+        &namespace,
+        "--postgres-schema",
+        &schema,
+    ]);
+    let (seq_status, _, seq_stderr) = idgen(&[
+        "seq",
+        "next",
+        sequence,
+        "--postgres",
+        &url,
+        "--postgres-schema",
+        &schema,
+        "--create-sequences",
+    ]);
+    let made: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1",
+            &[&schema],
+        )
+        .unwrap()
+        .get(0);
+    admin
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
+    assert!(!lease_status.success());
+    assert!(
+        lease_stderr.contains("public.idgen_leases") && lease_stderr.contains(&schema),
+        "{lease_stderr}"
+    );
+    assert!(!seq_status.success());
+    assert!(
+        seq_stderr.contains("public.idgen_sequences") && seq_stderr.contains(&schema),
+        "{seq_stderr}"
+    );
+    assert_eq!(made, 0, "a table was made in {schema}");
+
+    let (status, _, stderr) = idgen(&[
+        "next",
+        "--lease-postgres",
+        &url,
+        "--namespace",
+        &namespace,
+        "--postgres-schema",
+        "Not A Schema",
+    ]);
+    assert!(!status.success());
+    assert!(stderr.contains("lower-case name"), "{stderr}");
+}

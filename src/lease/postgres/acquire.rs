@@ -55,6 +55,7 @@ impl LeaseStore for PostgresStore {
             let (namespace, taken_token, taken_holder) =
                 (self.namespace.clone(), token.clone(), holder.clone());
             let (acquire, acquire_missing) = (self.sql(ACQUIRE), self.sql(ACQUIRE_MISSING));
+            let floor = self.seen();
             // The row taken (the previous mark, the version, the history's value), or made
             // again after a deletion (its version and the history's value; the mark
             // unknown), or neither.
@@ -83,7 +84,7 @@ impl LeaseStore for PostgresStore {
             };
             // Taken in a store behind this process's history: the number stays taken
             // (the restore step ends every holding), nothing is issued on it.
-            self.take_history(history, "")?;
+            self.take_history(history, floor)?;
             let (previous, unknown) = verdict::previous_mark(mark_ms);
             if unknown {
                 log::warn!(

@@ -52,6 +52,7 @@ impl PostgresClaim {
     /// explains, which the caller retries).
     fn explain_miss(&mut self) -> Result<(), Error> {
         let (namespace, datacenter, worker, _, _) = self.key();
+        let floor = self.store.seen();
         let read = self.store.sql(EVIDENCE);
         let evidence = self.store.session.run(move |client| {
             let row = client.query_one(&read, &[&namespace, &datacenter, &worker])?;
@@ -65,8 +66,7 @@ impl PostgresClaim {
                 history: row.try_get(4)?,
             })
         })?;
-        let verdict =
-            verdict::after_failed_write(&evidence, &self.token, self.version, self.store.seen());
+        let verdict = verdict::after_failed_write(&evidence, &self.token, self.version, floor);
         match verdict {
             Verdict::Lost => {
                 self.released = true;
@@ -123,6 +123,7 @@ impl Claim for PostgresClaim {
         let mark = i64::try_from(mark_unix_ms).unwrap_or(i64::MAX);
         let ttl_ms = i64::try_from(self.store.ttl.as_millis()).unwrap_or(i64::MAX);
         let sent_unix_ms = wall_unix_ms();
+        let floor = self.store.seen();
         let renewed: Option<(i64, i64)> = self.store.session.run_prepared(
             Arc::clone(&self.store.renew),
             move |client, renew| {
@@ -145,7 +146,7 @@ impl Claim for PostgresClaim {
         )?;
         match renewed {
             Some((version, history)) => {
-                if let Err(error) = self.store.take_history(history, "") {
+                if let Err(error) = self.store.take_history(history, floor) {
                     self.released = true;
                     return Err(error);
                 }

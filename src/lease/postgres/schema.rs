@@ -46,8 +46,12 @@ const CREATE_HISTORY: &str = "CREATE SEQUENCE idgen_lease_history AS bigint";
 
 /// The column a table made by an earlier version lacks: when the server ran that wrote the
 /// namespace's row (created it, or the restore step).
-const ADD_SERVER_START: &str =
-    "ALTER TABLE idgen_lease_namespaces ADD COLUMN IF NOT EXISTS server_start timestamptz";
+/// Under a short lock timeout: `ADD COLUMN` waits for an exclusive lock, and every
+/// renewal of the fleet (the previous version's too) would queue behind it while a long
+/// reader (a `pg_dump`) holds the table. Failed, it is tried again at the next connection.
+const ADD_SERVER_START: &str = "BEGIN; SET LOCAL lock_timeout = '200ms';
+    ALTER TABLE idgen_lease_namespaces ADD COLUMN IF NOT EXISTS server_start timestamptz;
+    COMMIT";
 
 const HAS_SERVER_START: &str = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute      WHERE attrelid = 'idgen_lease_namespaces'::regclass AND attname = 'server_start'      AND NOT attisdropped)";
 
@@ -104,6 +108,9 @@ pub(super) fn create_tables(
         ],
     )?;
     check_privileges(client, schema, &[NAMESPACES, LEASES], &[HISTORY])?;
+    // A table the previous version wrote has versions counted from 1 by its writes: the
+    // history starts past them, so that a row made again is newer than any written before.
+    client.execute(&q(HISTORY_PAST_ROWS), &[])?;
     let has_server_start: bool = client.query_one(&q(HAS_SERVER_START), &[])?.try_get(0)?;
     if !has_server_start {
         match client.batch_execute(&q(ADD_SERVER_START)) {
@@ -120,7 +127,10 @@ pub(super) fn create_tables(
                     q(ADD_SERVER_START)
                 )));
             }
-            Err(error) => return Err(error.into()),
+            Err(error) => {
+                let _ = client.batch_execute("ROLLBACK");
+                return Err(error.into());
+            }
         }
     }
     client.query_one(&q(concat!("SELECT ", cluster!())), &[])?;
@@ -134,8 +144,9 @@ pub(super) fn create_tables(
 
 /// Whether namespace `$1` (the row `s`) may hand out a number now, after a server start:
 /// its row was written while this very server runs (created, or the restore step), or the
-/// largest outage horizon recorded and 24 s (two requests' timeouts: a renewal and the look
-/// at why it failed) passed since the server started.
+/// largest outage horizon recorded (at most a day, as `MAX_OUTAGE_HORIZON`: a hostile value
+/// neither overflows nor shuts the gate for good) and 24 s (two requests' timeouts: a
+/// renewal and the look at why it failed) passed since the server started.
 /// A restore that keeps the cluster's identity and timeline (a base backup started without
 /// recovery, a disk snapshot) needs a restart, and its tables have forgotten holders that
 /// may still issue: until the gate opens, their renewals (which find their rows gone back
@@ -144,7 +155,7 @@ pub(super) fn create_tables(
 macro_rules! gate_open {
     () => {
         "(s.server_start = pg_postmaster_start_time() OR clock_timestamp() >= \
-         pg_postmaster_start_time() + (s.horizon_ms + 24000) * interval '1 millisecond')"
+         pg_postmaster_start_time() + (LEAST(GREATEST(s.horizon_ms, 0), 86400000) + 24000) * interval '1 millisecond')"
     };
 }
 
@@ -165,8 +176,10 @@ macro_rules! open {
 }
 
 /// `$1` namespace → its state, its recorded cluster, whether that is this one, the
-/// history's last value, and how many ms are left before the gate after a server start
-/// opens (0: open).
+/// history's last value, how many ms are left before the gate after a server start opens
+/// (0: open), and in how many schemas the leases table is (a copy made since this process
+/// connected, by a previous version along its `search_path`, splits the store: the name is
+/// spelt in two so that `qualify` leaves it alone).
 pub(super) const NAMESPACE: &str = concat!(
     "SELECT state, cluster, cluster = ",
     cluster!(),
@@ -174,7 +187,11 @@ pub(super) const NAMESPACE: &str = concat!(
      CASE WHEN ",
     gate_open!(),
     " THEN 0::bigint ELSE ceil(extract(epoch FROM pg_postmaster_start_time() + \
-     (s.horizon_ms + 24000) * interval '1 millisecond' - clock_timestamp()) * 1000)::bigint END \
+     (LEAST(GREATEST(s.horizon_ms, 0), 86400000) + 24000) * interval '1 millisecond' - clock_timestamp()) * 1000)::bigint END \
+     , (SELECT count(*) FROM pg_catalog.pg_class c \
+     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+     WHERE c.relname = 'idgen_' || 'leases' AND c.relkind IN ('r', 'p') \
+     AND n.nspname NOT LIKE 'pg\\_temp\\_%' AND n.nspname NOT LIKE 'pg\\_toast%') \
      FROM idgen_lease_namespaces s WHERE namespace = $1"
 );
 
@@ -195,17 +212,29 @@ pub(super) const RESET_NAMESPACE: &str = concat!(
      state = EXCLUDED.state, cluster = EXCLUDED.cluster, server_start = EXCLUDED.server_start"
 );
 
-/// The restore step's leap of the history ([`HISTORY_LEAP`]).
+/// The restore step's leap of the history: [`HISTORY_LEAP`] past its value now, and at
+/// least to the step's time in microseconds times 1,024, so that a later step leaps past
+/// an earlier one even from an older copy (the same backup restored twice), as long as
+/// the fleet writes fewer than a thousand rows a microsecond. Until the year 2255.
 pub(super) const LEAP_HISTORY: &str = "SELECT setval('idgen_lease_history', \
-     (SELECT last_value FROM idgen_lease_history) + $1::bigint)";
+     GREATEST((SELECT GREATEST(last_value, 0) FROM idgen_lease_history) + $1::bigint, \
+     (extract(epoch FROM clock_timestamp()) * 1000000)::bigint * 1024))";
+
+/// The history moved past every row's version, if behind (a table the previous version
+/// wrote, or the sequence dropped and made again).
+const HISTORY_PAST_ROWS: &str = "SELECT setval('idgen_lease_history', \
+     (SELECT max(version) FROM idgen_leases)) \
+     WHERE (SELECT max(version) FROM idgen_leases) > \
+     (SELECT last_value FROM idgen_lease_history)";
 
 /// `$1` namespace, `$2` the state a holder found, `$3` the state it read before it
 /// decided: the namespace refused until the restore step, unless its state changed since
 /// (the step ran meanwhile: a verdict reached before it must not undo it). `$3` empty: a
-/// finding of the history just given, which a restore step run since (a leap of the
-/// history) could not have been.
+/// finding that the history stands behind `$4`, the process's high-water mark, recorded
+/// whatever the state unless the history has passed `$4` since (the restore step's leap).
 pub(super) const MARK_RESTORE_FOUND: &str = "UPDATE idgen_lease_namespaces SET state = $2
-    WHERE namespace = $1 AND (state = $3 OR $3 = '') AND state NOT LIKE '%restore-found %'";
+    WHERE namespace = $1 AND state NOT LIKE '%restore-found %' AND (state = $3
+        OR ($3 = '' AND (SELECT last_value FROM idgen_lease_history) < $4::bigint))";
 
 /// `$1` namespace, `$2` layout record: recorded where none is; the row after it.
 pub(super) const BIND_LAYOUT: &str = "UPDATE idgen_lease_namespaces SET layout = $2
@@ -361,9 +390,12 @@ mod tests {
                 statement.contains("pg_postmaster_start_time()"),
                 "{statement}"
             );
-            assert!(statement.contains("(s.horizon_ms + 24000)"), "{statement}");
+            assert!(
+                statement.contains("(LEAST(GREATEST(s.horizon_ms, 0), 86400000) + 24000)"),
+                "{statement}"
+            );
         }
         // The take-back of an expired holding too.
-        assert!(RENEW.contains("(s.horizon_ms + 24000)"));
+        assert!(RENEW.contains("(LEAST(GREATEST(s.horizon_ms, 0), 86400000) + 24000)"));
     }
 }

@@ -116,7 +116,13 @@ impl PostgresStore {
         let resolved = Arc::new(std::sync::OnceLock::<String>::new());
         let (found, named) = (Arc::clone(&resolved), named.map(str::to_string));
         let setup = Box::new(move |client: &mut postgres::Client| {
-            let schema = resolve_schema(client, named.as_deref(), schema::LEASES)?;
+            let schema = resolve_schema(
+                client,
+                named.as_deref(),
+                schema::LEASES,
+                "and run `idgen leases init --after-restore` on the one kept once the others \
+                 are dropped (holders of a dropped copy may have written marks it lacks)",
+            )?;
             // A reconnection finds the schema again: it must be the one the statements
             // name (a copy made elsewhere since is refused above).
             if let Some(first) = found.get()
@@ -162,11 +168,12 @@ impl PostgresStore {
     }
 
     /// Takes in a value of the history a committed write was given: an error, after
-    /// recording the restore, if it is behind what this process saw before.
-    pub(super) fn take_history(&self, given: i64, state_hint: &str) -> Result<(), Error> {
-        let seen = self.seen();
-        if given < seen {
-            self.mark_restore_found(&verdict::history_behind(seen, given), state_hint);
+    /// recording the restore, if it is behind `floor`, what this process had seen before it
+    /// sent the write. (Read before sending: other calls on the connection raise the mark
+    /// meanwhile, with values given after this write's.)
+    pub(super) fn take_history(&self, given: i64, floor: i64) -> Result<(), Error> {
+        if given < floor {
+            self.mark_history_behind(floor, given);
             return Err(self.restored_error());
         }
         self.seen
@@ -225,6 +232,7 @@ impl PostgresStore {
         let state = self.namespace_state()?;
         match state {
             Namespace::Usable | Namespace::Uninitialised | Namespace::Starting { .. } => {}
+            Namespace::Copies { .. } => return self.check_namespace(false).map(|()| 0),
             Namespace::RestoreFound
             | Namespace::ClusterChanged { .. }
             | Namespace::HistoryBehind { .. } => {
@@ -366,6 +374,7 @@ impl PostgresStore {
 
     /// The namespace's row, read.
     pub(super) fn namespace_state(&self) -> Result<Namespace, Error> {
+        let floor = self.seen();
         let (namespace, read) = (self.namespace.clone(), self.sql(NAMESPACE));
         let row = self.session.run(move |client| {
             client
@@ -377,11 +386,12 @@ impl PostgresStore {
                         same_cluster: row.try_get::<_, Option<bool>>(2)?.unwrap_or(false),
                         history: row.try_get(3)?,
                         gate_ms: row.try_get::<_, Option<i64>>(4)?.unwrap_or(0),
+                        copies: row.try_get(5)?,
                     })
                 })
                 .transpose()
         })?;
-        Ok(verdict::namespace(row.as_ref(), self.seen()))
+        Ok(verdict::namespace(row.as_ref(), floor))
     }
 
     /// Refuses a namespace that may not hand out numbers (`taking`: a number is about to
@@ -397,9 +407,18 @@ impl PostgresStore {
                 wait_ms,
             }),
             Namespace::Uninitialised => Err(self.uninitialised()),
+            Namespace::Copies { copies } => Err(Error::LeaseConfig {
+                reason: format!(
+                    "{}: the table idgen_leases is now in {copies} schemas of the database \
+                     (a previous version made one along its search_path?): each copy is a \
+                     store of its own; no number is taken until one is left (the error at \
+                     the next connection names them all)",
+                    self.place()
+                ),
+            }),
             Namespace::RestoreFound => Err(self.restored_error()),
-            Namespace::HistoryBehind { seen, now, state } => {
-                self.mark_restore_found(&verdict::history_behind(seen, now), &state);
+            Namespace::HistoryBehind { seen, now, .. } => {
+                self.mark_history_behind(seen, now);
                 Err(self.restored_error())
             }
             Namespace::ClusterChanged { recorded, state } => {
@@ -414,12 +433,25 @@ impl PostgresStore {
         }
     }
 
+    /// Records that the history stands at `now`, behind the `floor` this process saw: the
+    /// namespace's state is set whatever it is, unless the history has since passed the
+    /// floor (a restore step ran meanwhile: its leap must not be undone).
+    pub(super) fn mark_history_behind(&self, floor: i64, now: i64) {
+        self.record_restore(&verdict::history_behind(floor, now), "", floor);
+    }
+
     /// Records in the namespace's row that a process found the store gone back (`why`),
     /// so that no process takes a number until the restore step, if the row's state is
     /// still `seen`, the one the finding was made on (a restore step run since is kept).
     /// A failure is logged: the caller refuses all the same, and the next process to look
     /// decides again.
     pub(super) fn mark_restore_found(&self, why: &str, seen: &str) {
+        self.record_restore(why, seen, 0);
+    }
+
+    /// [`PostgresStore::mark_restore_found`] (`seen` not empty) or
+    /// [`PostgresStore::mark_history_behind`] (`seen` empty, `floor` the history's).
+    fn record_restore(&self, why: &str, seen: &str, floor: i64) {
         log::error!(
             "idgen: PostgreSQL lease namespace {}: {why}; no process takes a number from it \
              until `idgen leases init --after-restore`",
@@ -434,7 +466,7 @@ impl PostgresStore {
         );
         if let Err(error) = self
             .session
-            .run(move |client| client.execute(&mark, &[&namespace, &state, &seen]))
+            .run(move |client| client.execute(&mark, &[&namespace, &state, &seen, &floor]))
         {
             log::error!("idgen: marking the namespace as restored failed: {error}");
         }

@@ -18,6 +18,8 @@ pub(crate) struct NamespaceRow {
     pub(crate) history: i64,
     /// How long until the gate after a server start opens (0 or less: open).
     pub(crate) gate_ms: i64,
+    /// In how many schemas of the database the leases table is.
+    pub(crate) copies: i64,
 }
 
 /// Whether a namespace may hand out numbers.
@@ -48,12 +50,17 @@ pub(crate) enum Namespace {
     Starting {
         wait_ms: u64,
     },
+    /// The leases table is now in `copies` schemas: two stores of one namespace.
+    Copies {
+        copies: i64,
+    },
 }
 
 /// What the namespace's `row` means to a process that has seen the history up to `seen`.
 pub(crate) fn namespace(row: Option<&NamespaceRow>, seen: i64) -> Namespace {
     match row {
         None => Namespace::Uninitialised,
+        Some(row) if row.copies > 1 => Namespace::Copies { copies: row.copies },
         Some(row) if restore_found_ms(&row.state).is_some() => Namespace::RestoreFound,
         Some(row) if !row.same_cluster => Namespace::ClusterChanged {
             recorded: row.recorded_cluster.clone(),
@@ -344,6 +351,7 @@ mod tests {
             same_cluster,
             history: 100,
             gate_ms: 0,
+            copies: 1,
         };
         assert_eq!(namespace(None, 0), Namespace::Uninitialised);
         assert_eq!(
@@ -374,6 +382,11 @@ mod tests {
             namespace(Some(&starting), 0),
             Namespace::Starting { wait_ms: 1500 }
         );
+        let split = NamespaceRow {
+            copies: 2,
+            ..row("initialised", true)
+        };
+        assert_eq!(namespace(Some(&split), 0), Namespace::Copies { copies: 2 });
     }
 
     #[test]

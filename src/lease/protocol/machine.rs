@@ -1131,10 +1131,14 @@ impl Machine {
     /// A first taking's `failures`th failed try: tried again (as try `next`) after a pause
     /// when the store failed and tries are left, else the taking fails.
     fn retry_or_fail(&mut self, now: Now, error: Error, failures: u32, next: u32) {
-        // A store that hands out nothing for a while after its server started: waited
-        // through, however long it says (its clock, not ours), asking again at least every
-        // RETRY_MAX_MS; no try is spent.
-        if let Error::LeaseStoreStarting { wait_ms, .. } = error {
+        // A store that hands out nothing for a while after its server started: a leased
+        // generator waits through it, however long it says (its clock, not ours), asking
+        // again at least every RETRY_MAX_MS, and spends no try. The lease API's holder (no
+        // waiting of the machine's) fails at once: a request must not hold a slot of the
+        // service for minutes, and the client is told to come back.
+        if let Error::LeaseStoreStarting { wait_ms, .. } = error
+            && self.settings.wait_for_previous
+        {
             self.notes.push_back(Note::TakeRetried { error });
             self.phase = Phase::Start {
                 attempt: next.saturating_sub(1).max(1),

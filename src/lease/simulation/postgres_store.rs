@@ -216,6 +216,7 @@ impl PostgresModel {
             recorded_cluster: record.cluster.record(),
             same_cluster: record.cluster == self.cluster,
             history: sql(self.tables.history),
+            copies: 1,
             gate_ms: if record.server_start == self.started_ms
                 || self.defective(PostgresDefect::NoStartGate)
             {
@@ -268,6 +269,7 @@ impl PostgresModel {
                 self.mark_restore_found(holder_unix_ms);
                 Err(restored())
             }
+            Namespace::Copies { .. } => unreachable!("the model has one copy of its tables"),
         }
     }
 
@@ -401,10 +403,14 @@ impl PostgresModel {
         let server_now = self.server_now(now_ms);
         let expires_at = server_now + self.ttl_ms;
         let token = self.next_token;
-        // nextval() in the statement's CTE: drawn whether or not a row matches.
-        let history = self.next_history();
+        // nextval() in the row's new version: drawn only when a row matches.
+        let takeable = match &self.tables.rows[worker as usize] {
+            Some(row) => row.token.is_none() || row.expires_at <= server_now,
+            None => true,
+        };
+        let history = if takeable { self.next_history() } else { 0 };
         let taken = match &mut self.tables.rows[worker as usize] {
-            Some(row) if row.token.is_none() || row.expires_at <= server_now => {
+            Some(row) if takeable => {
                 row.token = Some(token);
                 row.expires_at = expires_at;
                 row.version = (row.version + 1).max(history);
