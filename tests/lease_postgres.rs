@@ -543,6 +543,19 @@ fn namespace_state(url: &str, namespace: &str) -> String {
         .get(0)
 }
 
+/// When the server at `url` started, in Unix milliseconds (its own clock).
+fn postmaster_start_unix_ms(url: &str) -> u64 {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let ms: f64 = client
+        .query_one(
+            "SELECT (extract(epoch FROM pg_postmaster_start_time()) * 1000)::float8",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    ms as u64
+}
+
 /// After a base-backup restore under `first` (with `waiter`'s outcome, if one waited): the
 /// namespace is recorded as restored, and after the restore step a new holder issues after
 /// every ID of the first.
@@ -590,15 +603,22 @@ fn a_base_backup_started_as_it_was_stops_the_holder_and_a_new_process_takes_none
                 .map(|generator| generator.worker())
         })
     };
-    wait_for_within(PATIENCE, "the holder to find the restore and stop", || {
-        first.generator.lease_stats().state != LeaseState::Valid
-            && first.generator.next_id().is_err()
+    // What the issue bounds: the restore is recorded (and the holder refused) within a
+    // renewal interval and a request's wait of the server answering again. Measured, not
+    // asserted (a loaded machine stretches it); the test asserts that it happens.
+    wait_for_within(PATIENCE, "the holder to record the restore", || {
+        namespace_state(&url, &namespace).contains("restore-found")
     });
     println!(
-        "the holder stopped {:?} after the server was back (TTL {TTL:?}, renewals every {:?})",
+        "the restore was recorded {:?} after the server answered again (TTL {TTL:?}, \
+         renewals every {:?}, a request waits at most 12 s)",
         back_at.elapsed(),
         TTL / 3
     );
+    wait_for_within(PATIENCE, "the holder to stop", || {
+        first.generator.lease_stats().state != LeaseState::Valid
+            && first.generator.next_id().is_err()
+    });
     let taken = newcomer.join().unwrap();
     assert!(
         matches!(taken, Err(Error::LeaseStoreRestored { .. })),
@@ -609,7 +629,9 @@ fn a_base_backup_started_as_it_was_stops_the_holder_and_a_new_process_takes_none
 
 /// As above with a process that waits for a number (the range full: the holder has it)
 /// through the restore, as `serve --wait-for-number` does: it never takes worker 0 while the
-/// holder issues, and is refused once the restore is recorded. Before the fix, it took the
+/// holder issues, and is refused once the restore is recorded (or, on a machine loaded so
+/// far that the holder's renewal comes late, takes it only past the gate, which every
+/// forgotten holder's mark has passed: no ID shared either way). Before the fix, it took the
 /// number from the restored row (24,944 IDs issued by both in one of the issue's runs).
 #[test]
 fn a_process_waiting_for_a_number_through_a_base_backup_restore_takes_none_of_a_live_holders() {
@@ -639,7 +661,11 @@ fn a_process_waiting_for_a_number_through_a_base_backup_restore_takes_none_of_a_
                     {
                         thread::sleep(Duration::from_millis(50));
                     }
-                    other => return other.map(Issuer::start),
+                    // When it was taken, on the clock IDs are dated by.
+                    other => {
+                        let taken_at = idgen::SystemClock.now_unix_ms();
+                        return other.map(|taken| (Issuer::start(taken), taken_at));
+                    }
                 }
             }
         })
@@ -649,24 +675,44 @@ fn a_process_waiting_for_a_number_through_a_base_backup_restore_takes_none_of_a_
         tries.load(std::sync::atomic::Ordering::SeqCst) >= 2
     });
     wait_for_renewals(&first, 1);
+    let restoring_at = idgen::SystemClock.now_unix_ms();
     server.restore_base_backup(&backup);
     wait_for_within(PATIENCE, "the holder to find the restore and stop", || {
         first.generator.lease_stats().state != LeaseState::Valid
             && first.generator.next_id().is_err()
     });
     match waiter.join().unwrap() {
-        Err(Error::LeaseStoreRestored { .. }) => {}
-        Ok(taken) => {
-            // Taken: only ever after every ID of the holder (it must not be).
+        Err(Error::LeaseStoreRestored { .. }) => after_the_restore_step(&url, &namespace, first),
+        Ok((taken, taken_at)) => {
+            // Seen beside two CPU burners, on a machine loaded further: the holder's keeper,
+            // starved past the TTL, lost worker 0 to the waiter before the restore (an
+            // ordinary handover after the holder's mark), or the holder's renewal reached
+            // the restarted server only after the gate had opened. Either way: no ID of
+            // the holder's is issued again, a take after the restore comes only once the
+            // gate (the largest recorded horizon and 24 s past the server's start, which no
+            // forgotten holder's mark outlasts) has opened, and the restore is recorded.
+            wait_for_within(PATIENCE, "a holder to record the restore", || {
+                namespace_state(&url, &namespace).contains("restore-found")
+            });
             let (taken_ids, _) = taken.finish();
-            panic!(
-                "the waiter took worker 0 after the restore and issued {} IDs",
-                taken_ids.len()
-            );
+            let (first_ids, _) = first.finish();
+            if taken_at >= restoring_at {
+                let gate_ms = postmaster_start_unix_ms(&url) + 24_000;
+                let first_taken = taken_ids.iter().map(|&id| unix_ms_of(id)).min();
+                assert!(
+                    first_taken.is_none_or(|ms| ms >= gate_ms),
+                    "the waiter took worker 0 after the restore and issued at {first_taken:?}, \
+                     before the gate opened at {gate_ms}"
+                );
+            } else {
+                println!("the waiter took worker 0 before the restore (the holder lost it)");
+            }
+            let mut all = first_ids;
+            all.extend_from_slice(&taken_ids);
+            assert_no_duplicates(&all);
         }
         Err(error) => panic!("the waiter: {error:?}"),
     }
-    after_the_restore_step(&url, &namespace, first);
 }
 
 /// Many threads of one process on one store (as `serve` with its lease API): renewals and
