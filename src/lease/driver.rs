@@ -48,10 +48,6 @@ pub(super) struct Lease {
     released: Option<Result<(), Error>>,
     /// When a wait for a mark next says how long is left.
     next_report: Option<Instant>,
-    /// The tenure a taking's answer made, until its turn hands it out.
-    tenure: Option<Tenure>,
-    /// The taking was cancelled: its number is being given back.
-    cancelled: bool,
 }
 
 /// How often a wait for a mark says in the log how long is left.
@@ -64,8 +60,6 @@ impl Lease {
             claim: None,
             released: None,
             next_report: None,
-            tenure: None,
-            cancelled: false,
         }
     }
 
@@ -195,126 +189,47 @@ impl Lease {
         }
     }
 
-    /// One turn of a taking, everything but the I/O and the waiting: the request to send
-    /// now, how long to sleep, or how the taking ended. The blocking driver
-    /// ([`Lease::take_blocking`]) and the async one (`take_async.rs`) both loop on it, so
-    /// the start path is written once. `gives_up` cancels the taking: the number goes
-    /// back (the release is the next requests sent), then [`Turn::Cancelled`].
-    pub(super) fn turn<C: Clock>(&mut self, to: &Driving<'_>, clock: &C, gives_up: bool) -> Turn {
-        if gives_up && !self.cancelled {
-            self.cancelled = true;
-            self.machine.release(0);
-        }
-        let now = to.now(clock);
-        let request = self.machine.poll(now);
-        let mut tenure = None;
-        self.drain(to, &mut |output| {
-            if let Some(taken) = Tenure::of(output) {
-                tenure = Some(taken);
-            }
-        });
-        self.tenure = self.tenure.or(tenure);
-        if let Some(request) = request {
-            return Turn::Send(request);
-        }
-        self.report_wait(clock);
-        if self.cancelled {
-            return Turn::Cancelled;
-        }
-        if let Some(error) = self.machine.failure() {
-            return Turn::Failed(error.clone());
-        }
-        if let Some(tenure) = self.tenure.take() {
-            return Turn::Done(tenure);
-        }
-        let waiting = self.machine.waiting_for();
-        let wake = self
-            .machine
-            .wake_at_mono_ms(now)
-            .unwrap_or(now.mono_ms + TURN_MAX_SLEEP_MS);
-        // A wait for a mark follows the wall clock, which may be moved by hand: polled
-        // every millisecond. Any other sleep ends in time to see a cancel.
-        let longest = if waiting.is_some() {
-            1
-        } else {
-            TURN_MAX_SLEEP_MS
-        };
-        Turn::Sleep {
-            until: to.instant(wake.min(now.mono_ms + longest)),
-            waiting,
-        }
-    }
-
-    /// Sends `request` and feeds its answer back (the driver's half of a [`Turn::Send`]).
-    pub(super) fn send<C: Clock>(&mut self, to: &Driving<'_>, clock: &C, request: Request) {
-        let answer = self.execute(to, request);
-        self.machine.handle(to.now(clock), answer);
-    }
-
     /// Drives a machine that takes a number until it is usable: the tenure it starts on,
     /// or why the taking failed. `meanwhile` runs between turns (the numbers already held
-    /// are renewed there) and says when it must run next; `gives_up` cancels the taking
-    /// (the number goes back).
+    /// are renewed there); `gives_up` cancels the taking (the number goes back).
     pub(super) fn take_blocking<C: Clock>(
         &mut self,
         to: &Driving<'_>,
         clock: &C,
-        meanwhile: &dyn Fn(Option<(u64, u64, u64)>) -> Option<Instant>,
+        meanwhile: &dyn Fn(Option<(u64, u64, u64)>),
         gives_up: &dyn Fn() -> bool,
     ) -> Result<Tenure, Error> {
+        let mut tenure = None;
         loop {
-            match self.turn(to, clock, gives_up()) {
-                Turn::Send(request) => {
-                    self.send(to, clock, request);
-                    meanwhile(self.machine.waiting_for());
-                }
-                Turn::Sleep { until, waiting } => {
-                    let until = meanwhile(waiting).map_or(until, |next| next.min(until));
-                    std::thread::sleep(until.saturating_duration_since(Instant::now()));
-                }
-                Turn::Done(tenure) => {
-                    meanwhile(None);
-                    return Ok(tenure);
-                }
-                Turn::Failed(error) => {
-                    meanwhile(None);
-                    return Err(error);
-                }
-                Turn::Cancelled => {
-                    meanwhile(None);
-                    return Err(cancelled());
-                }
+            if gives_up() {
+                self.machine.release(0);
+                self.step(to, clock, &mut |_| {});
+                meanwhile(None);
+                return Err(Error::LeaseStore {
+                    reason: "the acquire was cancelled while taking a number".to_string(),
+                });
             }
+            self.step(to, clock, &mut |output| {
+                if let Some(taken) = Tenure::of(output) {
+                    tenure = Some(taken);
+                }
+            });
+            if let Some(error) = self.machine.failure() {
+                meanwhile(None);
+                return Err(error.clone());
+            }
+            if let Some(tenure) = tenure {
+                meanwhile(None);
+                return Ok(tenure);
+            }
+            meanwhile(self.machine.waiting_for());
+            let now = to.now(clock);
+            let wake = self.machine.wake_at_mono_ms(now).unwrap_or(now.mono_ms);
+            // A wait for a mark follows the wall clock, which may be moved by hand: it is
+            // polled every millisecond, as the renewals of the numbers held meanwhile.
+            let pause = wake.saturating_sub(now.mono_ms).clamp(0, 1);
+            std::thread::sleep(Duration::from_millis(pause));
         }
-    }
-}
-
-/// What a taking does next: see [`Lease::turn`].
-#[derive(Debug)]
-pub(super) enum Turn {
-    /// Send this request ([`Lease::send`]) and turn again.
-    Send(Request),
-    /// Nothing to send before `until` (turn again then, or sooner); `waiting`: the wait
-    /// for a mark under way, to show.
-    Sleep {
-        until: Instant,
-        waiting: Option<(u64, u64, u64)>,
-    },
-    /// The number is usable: the generator starts on this tenure.
-    Done(Tenure),
-    /// The taking failed for good (the machine gave back what it took).
-    Failed(Error),
-    /// The taking was cancelled, and what it took given back.
-    Cancelled,
-}
-
-/// The longest sleep of a taking between turns: how soon a cancel is seen.
-const TURN_MAX_SLEEP_MS: u64 = 20;
-
-/// The error of a taking cancelled through its watch.
-pub(super) fn cancelled() -> Error {
-    Error::LeaseStore {
-        reason: "the acquire was cancelled while taking a number".to_string(),
     }
 }
 

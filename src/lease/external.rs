@@ -74,7 +74,7 @@ impl ExternalLease {
         // The holder waits for the previous mark on its own clock: the machine hands the
         // number out as soon as its first mark is written.
         let mut lease = Lease::new(Machine::take(timing.settings(false, TAKE_ATTEMPTS), *range));
-        let tenure = lease.take_blocking(&driving, clock, &|_| None, &|| false)?;
+        let tenure = lease.take_blocking(&driving, clock, &|_| {}, &|| false)?;
         let claim = lease.take_claim().ok_or_else(|| Error::LeaseStore {
             reason: "the number taken has no claim".to_string(),
         })?;

@@ -204,7 +204,7 @@ impl<C: Clock> Keeper<C> {
     }
 
     /// When the machine must be stepped next.
-    pub(super) fn wake_at(&self) -> Option<Instant> {
+    fn wake_at(&self) -> Option<Instant> {
         let lease = lock(&self.lease);
         let driving = self.driving();
         let now = driving.now(self.generator.clock());

@@ -17,7 +17,7 @@ use super::keeper::{Control, Keeper, Prepared, keep};
 use super::protocol::Machine;
 use super::stats::LeaseStats;
 use super::timing::{TAKE_ATTEMPTS, Timing};
-use super::watch::AcquireWatch;
+use super::watch::{AcquireWatch, MarkWait};
 use super::{LeaseStore, WorkerRange};
 
 /// Configures a [`LeasedGenerator`]; start from [`LeasedGenerator::builder`].
@@ -298,11 +298,16 @@ impl<C: Clock + Clone> Taking<'_, C> {
         };
         let mut lease = Lease::new(Machine::take(timing.settings(true, TAKE_ATTEMPTS), *range));
         let meanwhile = |waiting: Option<(u64, u64, u64)>| {
-            control.watch.show_machine_wait(waiting);
+            control
+                .watch
+                .set_waiting(waiting.map(|(datacenter, worker, until_unix_ms)| MarkWait {
+                    datacenter,
+                    worker,
+                    until_unix_ms,
+                }));
             for keeper in held {
                 keeper.step();
             }
-            held.iter().filter_map(Keeper::wake_at).min()
         };
         let tenure =
             lease.take_blocking(&driving, clock, &meanwhile, &|| control.watch.gives_up())?;

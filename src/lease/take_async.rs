@@ -1,7 +1,6 @@
 //! The taking of a number for [`LeasedBuilder::acquire_async`](super::LeasedBuilder::acquire_async):
-//! the driver's turns (`Lease::turn`, which `take_blocking` loops on too) with their sleeps
-//! on Tokio's timers, and each request to the store (blocking I/O in every built-in store)
-//! on Tokio's blocking pool.
+//! the loop of the driver's `take_blocking` with its waits on Tokio's timers, and each
+//! request to the store (blocking I/O in every built-in store) on Tokio's blocking pool.
 //!
 //! The lease being taken sits in a slot both the task and a request under way reach, so
 //! that an acquire dropped at any point gives its number back: while it waits, its `Drop`
@@ -10,17 +9,18 @@
 
 use std::cell::Cell;
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::snowflake::Layout;
 use crate::sync::Arc;
 
-use super::driver::{Driving, Lease, Turn, cancelled};
+use super::driver::{Driving, Lease, Tenure};
 use super::keeper::{Control, Keeper, Prepared};
-use super::protocol::Machine;
+use super::protocol::{Machine, Output};
 use super::timing::TAKE_ATTEMPTS;
+use super::watch::MarkWait;
 use super::{LeaseStore, WorkerRange};
 
 thread_local! {
@@ -98,8 +98,6 @@ struct Taking<C: Clock + Clone + Send + Sync + 'static> {
     control: Arc<Control>,
     /// The taking ended: the lease went to a keeper, or the machine gave it up itself.
     ended: bool,
-    /// The number is being given back (the generator could not start on it).
-    giving_up: bool,
 }
 
 impl<C: Clock + Clone + Send + Sync + 'static> Taking<C> {
@@ -114,14 +112,17 @@ impl<C: Clock + Clone + Send + Sync + 'static> Taking<C> {
         }
     }
 
-    /// The next turn that is not a request: each request due is sent on the blocking
-    /// pool, its answer fed back, and the lease turned again.
-    async fn next_turn(&self) -> Result<Turn, Error> {
+    /// `Lease::step` for a task: sends every request due, each on the blocking pool, and
+    /// hands each output to `apply`.
+    async fn step(&self, apply: &mut (dyn FnMut(Output) + Send)) -> Result<(), Error> {
         loop {
-            let gives_up = self.giving_up || self.control.watch.gives_up();
-            let turn = self.with(|lease, driving| lease.turn(driving, &self.clock, gives_up))?;
-            let Turn::Send(request) = turn else {
-                return Ok(turn);
+            let request = self.with(|lease, driving| {
+                let request = lease.machine.poll(driving.now(&self.clock));
+                lease.drain(driving, apply);
+                request
+            })?;
+            let Some(request) = request else {
+                break;
             };
             let (slot, target, clock) = (
                 Arc::clone(&self.slot),
@@ -132,7 +133,9 @@ impl<C: Clock + Clone + Send + Sync + 'static> Taking<C> {
                 let Some(mut lease) = lock(&slot).lease.take() else {
                     return; // the acquire was dropped, and its lease given back
                 };
-                lease.send(&target.driving(), &clock, request);
+                let driving = target.driving();
+                let answer = lease.execute(&driving, request);
+                lease.machine.handle(driving.now(&clock), answer);
                 let mut slot = lock(&slot);
                 if slot.abandoned {
                     drop(slot);
@@ -142,21 +145,17 @@ impl<C: Clock + Clone + Send + Sync + 'static> Taking<C> {
                 }
             })
             .await?;
+            self.with(|lease, driving| lease.drain(driving, apply))?;
         }
+        self.with(|lease, _| lease.report_wait(&self.clock))
     }
 
     /// Gives the number back with its previous mark (nothing was issued on it).
     async fn give_up(&mut self) -> Result<(), Error> {
-        self.giving_up = true;
-        let ended = loop {
-            match self.next_turn().await {
-                Ok(Turn::Sleep { until, .. }) => tokio::time::sleep_until(until.into()).await,
-                Ok(_) => break Ok(()),
-                Err(error) => break Err(error),
-            }
-        };
+        self.with(|lease, _| lease.machine.release(0))?;
+        let stepped = self.step(&mut |_| {}).await;
         self.ended = true;
-        ended
+        stepped
     }
 }
 
@@ -225,27 +224,40 @@ pub(super) async fn take_one<C: Clock + Clone + Send + Sync + 'static>(
         clock,
         control: Arc::clone(&control),
         ended: false,
-        giving_up: false,
     };
+    let watch = &control.watch;
     let tenure = loop {
-        match taking.next_turn().await? {
-            Turn::Sleep { until, waiting } => {
-                control.watch.show_machine_wait(waiting);
-                tokio::time::sleep_until(until.into()).await;
-            }
-            Turn::Done(tenure) => break tenure,
-            // The machine gave the number up itself, or gave it back on the cancel.
-            Turn::Failed(error) => {
-                taking.ended = true;
-                return Err(error);
-            }
-            Turn::Cancelled => {
-                taking.ended = true;
-                return Err(cancelled());
-            }
-            // Never returned: `next_turn` sends every request itself.
-            Turn::Send(_) => {}
+        if watch.gives_up() {
+            taking.give_up().await?;
+            return Err(Error::LeaseStore {
+                reason: "the acquire was cancelled while taking a number".to_string(),
+            });
         }
+        let mut tenure = None;
+        taking
+            .step(&mut |output| {
+                if let Some(taken) = Tenure::of(output) {
+                    tenure = Some(taken);
+                }
+            })
+            .await?;
+        if let Some(error) = taking.with(|lease, _| lease.machine.failure().cloned())? {
+            // The machine gave the number up itself.
+            taking.ended = true;
+            return Err(error);
+        }
+        if let Some(tenure) = tenure {
+            break tenure;
+        }
+        let waiting = taking.with(|lease, _| lease.machine.waiting_for())?;
+        watch.set_waiting(waiting.map(|(datacenter, worker, until_unix_ms)| MarkWait {
+            datacenter,
+            worker,
+            until_unix_ms,
+        }));
+        // A wait for a mark follows the wall clock, which may be moved by hand: it is
+        // polled every millisecond, as in `take_blocking`.
+        tokio::time::sleep(Duration::from_millis(1)).await;
     };
     let generator = match tenure.generator(generator_builder) {
         Ok(generator) => generator,

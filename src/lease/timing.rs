@@ -90,25 +90,10 @@ impl Timing {
             startup_wait_ms: millis(self.startup_wait),
             wait_for_previous,
             take_attempts,
-            seed: jitter_seed(),
             #[cfg(test)]
             mutation: None,
         }
     }
-}
-
-/// A seed that differs between the machines of one process and between processes: the
-/// standard library's random hash keys (drawn once per thread, then a new pair for every
-/// `RandomState`) and the time. Jitter only, so no randomness of the OS's is spent on it.
-fn jitter_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_nanos()),
-    );
-    hasher.finish()
 }
 
 /// How many times a first taking that failed in the store is tried in all: a store of

@@ -92,16 +92,6 @@ impl AcquireWatch {
         self.shared.acquired.store(true, Ordering::Release);
     }
 
-    /// Shows the machine's wait for a mark (`Machine::waiting_for`: datacenter, worker,
-    /// first millisecond), or none.
-    pub(super) fn show_machine_wait(&self, waiting: Option<(u64, u64, u64)>) {
-        self.set_waiting(waiting.map(|(datacenter, worker, until_unix_ms)| MarkWait {
-            datacenter,
-            worker,
-            until_unix_ms,
-        }));
-    }
-
     pub(super) fn set_waiting(&self, wait: Option<MarkWait>) {
         *self
             .shared

@@ -18,7 +18,6 @@ use super::marks::{
 };
 #[cfg(test)]
 use super::mutation::Mutation;
-use super::random::Rng;
 
 /// What the holder's clocks read: its wall clock in Unix milliseconds (marks and IDs are
 /// dated on it) and a monotonic clock in milliseconds from any origin (renewals are
@@ -48,9 +47,6 @@ pub(crate) struct Settings {
     /// How many times the first taking is tried in all when the store fails; a taking
     /// after a loss is tried again on the renewal backoff, without end.
     pub(crate) take_attempts: u32,
-    /// The seed of the machine's jitter (retry pauses, renewal ticks): machines of one
-    /// fleet that start together spread their requests instead of sending them in step.
-    pub(crate) seed: u64,
     /// The defect to build in, for the simulator's mutation tests.
     #[cfg(test)]
     pub(crate) mutation: Option<Mutation>,
@@ -326,7 +322,6 @@ pub(crate) struct Machine {
     /// Failed tries of the first taking's layout check.
     bind_failures: u32,
     counters: Counters,
-    rng: Rng,
 }
 
 /// The first retry after a failed renewal; doubled after each, up to the renewal interval
@@ -335,13 +330,9 @@ pub(crate) const RETRY_FIRST_MS: u64 = 50;
 /// The longest wait between retries: once the store is back, a holder finds out within
 /// about this long (plus one request), however long the outage was.
 pub(crate) const RETRY_MAX_MS: u64 = 1_000;
-/// The longest pause before the second try of a first taking that failed in the store
-/// (doubled after each, the pause drawn at random below it): a store of several members
-/// answers the next request from another one.
+/// The pause before the second try of a first taking that failed in the store (doubled
+/// after each): a store of several members answers the next request from another one.
 const TAKE_RETRY_FIRST_MS: u64 = 50;
-/// The longest pause between tries of a first taking: a loaded store sheds starters,
-/// whose pauses grow to this, before holders, whose retries stop at [`RETRY_MAX_MS`].
-const TAKE_RETRY_MAX_MS: u64 = 2_000;
 /// How many times the range is scanned for the nearest mark.
 const SCANS: u32 = 3;
 
@@ -372,7 +363,6 @@ impl Machine {
             bound: false,
             bind_failures: 0,
             counters: Counters::default(),
-            rng: Rng::new(settings.seed),
         }
     }
 
@@ -948,10 +938,7 @@ impl Machine {
     fn marked(&mut self, now: Now, take: Take, taken: Taken, mark: u64) {
         let skip_wait = mutated!(self.settings, IssueBeforePreviousMark);
         let wait = wait_ms(taken.previous, now.unix_ms);
-        // A previous mark passed already (the usual start, on a number whose holder left
-        // long ago) needs no wait, and the first mark, written a horizon after the clock
-        // read before the taking, needs no second write.
-        if taken.previous.is_none() || wait == 0 || !self.settings.wait_for_previous || skip_wait {
+        if taken.previous.is_none() || !self.settings.wait_for_previous || skip_wait {
             let taken = if skip_wait {
                 Taken {
                     previous: None,
@@ -1002,7 +989,7 @@ impl Machine {
         });
         self.retry_ms = RETRY_FIRST_MS;
         self.phase = Phase::Held {
-            due_mono_ms: now.mono_ms.saturating_add(self.renewal_interval()),
+            due_mono_ms: now.mono_ms.saturating_add(self.settings.renew_every_ms),
         };
     }
 
@@ -1041,7 +1028,7 @@ impl Machine {
                 });
                 self.retry_ms = RETRY_FIRST_MS;
                 self.phase = Phase::Held {
-                    due_mono_ms: now.mono_ms.saturating_add(self.renewal_interval()),
+                    due_mono_ms: now.mono_ms.saturating_add(self.settings.renew_every_ms),
                 };
             }
             Err(error @ (Error::LeaseLost { .. } | Error::LeaseStoreRestored { .. })) => {
@@ -1056,7 +1043,7 @@ impl Machine {
                 self.counters.renewal_failures += 1;
                 self.notes.push_back(Note::Lost { worker, error });
                 self.phase = Phase::Lost {
-                    at_mono_ms: now.mono_ms.saturating_add(self.retry_pause()),
+                    at_mono_ms: now.mono_ms.saturating_add(self.retry_ms),
                 };
                 self.back_off();
             }
@@ -1073,27 +1060,11 @@ impl Machine {
                     self.notes.push_back(Note::RenewalFailed { error });
                 }
                 self.phase = Phase::Held {
-                    due_mono_ms: now.mono_ms.saturating_add(self.retry_pause()),
+                    due_mono_ms: now.mono_ms.saturating_add(self.retry_ms),
                 };
                 self.back_off();
             }
         }
-    }
-
-    /// The interval to the next renewal: the setting, less up to a tenth drawn at random,
-    /// so that holders started together (a mass restart) do not renew in step for ever.
-    /// Sooner is never less safe.
-    fn renewal_interval(&mut self) -> u64 {
-        let every = self.settings.renew_every_ms;
-        self.rng.between(every - every / 10, every)
-    }
-
-    /// The pause before the next retry of a renewal or a taking after a loss: the backoff,
-    /// less up to half of it drawn at random, so that holders that met one outage do not
-    /// come back to the store in step.
-    fn retry_pause(&mut self) -> u64 {
-        self.rng
-            .between(self.retry_ms - self.retry_ms / 2, self.retry_ms)
     }
 
     fn back_off(&mut self) {
@@ -1149,21 +1120,12 @@ impl Machine {
                 after_loss: true,
             });
             self.phase = Phase::Lost {
-                at_mono_ms: now.mono_ms.saturating_add(self.retry_pause()),
+                at_mono_ms: now.mono_ms.saturating_add(self.retry_ms),
             };
             self.back_off();
         } else {
             self.retry_or_fail(now, error, attempt, attempt + 1);
         }
-    }
-
-    /// The pause after the `attempt`th failed try of a first taking: at random up to a
-    /// bound of 50 ms doubling each time (at most [`TAKE_RETRY_MAX_MS`]), at least 1 ms:
-    /// starters that failed together do not come back together.
-    fn take_pause(&mut self, attempt: u32) -> u64 {
-        let bound =
-            (TAKE_RETRY_FIRST_MS << attempt.saturating_sub(1).min(16)).min(TAKE_RETRY_MAX_MS);
-        self.rng.between(1, bound)
     }
 
     /// A first taking's `failures`th failed try: tried again (as try `next`) after a pause
@@ -1188,7 +1150,7 @@ impl Machine {
             self.notes.push_back(Note::TakeRetried { error });
             self.phase = Phase::Start {
                 attempt: next,
-                at_mono_ms: now.mono_ms.saturating_add(self.take_pause(failures)),
+                at_mono_ms: now.mono_ms.saturating_add(take_pause(failures)),
             };
         } else {
             self.notes.push_back(Note::TakeFailed {
@@ -1213,7 +1175,7 @@ impl Machine {
         self.counters.renewal_failures += 1;
         self.notes.push_back(Note::Refused { worker });
         self.phase = Phase::Lost {
-            at_mono_ms: now.mono_ms.saturating_add(self.retry_pause()),
+            at_mono_ms: now.mono_ms.saturating_add(self.retry_ms),
         };
         self.back_off();
     }
@@ -1326,149 +1288,13 @@ impl Machine {
     }
 }
 
+/// The pause after the `attempt`th failed try of a first taking: 50 ms, doubling.
+fn take_pause(attempt: u32) -> u64 {
+    TAKE_RETRY_FIRST_MS << attempt.saturating_sub(1).min(16)
+}
+
 fn unexpected() -> Error {
     Error::LeaseStore {
         reason: "the store answered a request with the answer to another".to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn settings(seed: u64) -> Settings {
-        Settings {
-            ttl_ms: 30_000,
-            horizon_ms: 180_000,
-            max_horizon_ms: 86_400_000,
-            renew_every_ms: 10_000,
-            startup_wait_ms: 181_000,
-            wait_for_previous: true,
-            take_attempts: 5,
-            seed,
-            mutation: None,
-        }
-    }
-
-    fn at(unix_ms: u64, mono_ms: u64) -> Now {
-        Now { unix_ms, mono_ms }
-    }
-
-    /// Drives a taking through the store's answers `answers` (one per request, in order),
-    /// returning the requests sent.
-    fn drive(machine: &mut Machine, now: Now, answers: Vec<Result<Answer, Error>>) -> Vec<Request> {
-        let mut sent = Vec::new();
-        for answer in answers {
-            let request = machine.poll(now).expect("a request is due");
-            sent.push(request);
-            machine.handle(now, answer);
-        }
-        sent
-    }
-
-    fn taken(worker: u64, previous: Option<u64>) -> Answer {
-        Answer::Acquired(Acquired {
-            datacenter: 0,
-            worker,
-            previous_mark_unix_ms: previous,
-            previous_unknown: false,
-        })
-    }
-
-    /// A first taking on the one number 0, whose previous mark is `previous`, driven up to
-    /// its first mark confirmed: the requests sent.
-    fn start_on(machine: &mut Machine, now: Now, previous: u64) -> Vec<Request> {
-        let number = Surveyed {
-            worker: 0,
-            state: NumberState::Free,
-            mark_unix_ms: Some(previous),
-            detail: None,
-        };
-        drive(
-            machine,
-            now,
-            vec![
-                Ok(Answer::Done),
-                Ok(Answer::Horizon {
-                    recorded_ms: 180_000,
-                }),
-                Ok(Answer::Numbers(vec![number])),
-                Ok(taken(0, Some(previous))),
-                Ok(Answer::Done),
-            ],
-        )
-    }
-
-    #[test]
-    fn a_number_whose_mark_passed_is_usable_after_its_first_mark_without_a_second_write() {
-        let range = WorkerRange::new(0, 0..=0).unwrap();
-        let mut machine = Machine::take(settings(1), range);
-        let now = at(1_800_000_000_000, 0);
-        let sent = start_on(&mut machine, now, now.unix_ms - 1);
-        assert!(matches!(sent[3], Request::Acquire { worker: 0 }));
-        assert!(matches!(sent[4], Request::Renew { worker: 0, .. }));
-        assert_eq!(machine.usable_worker(), Some((0, 0)));
-        assert!(
-            machine.poll(now).is_none(),
-            "no second write before the number is used"
-        );
-        let tenure = std::iter::from_fn(|| machine.take_output()).find_map(|output| match output {
-            Output::Tenure {
-                after_unix_ms,
-                ceiling,
-                ..
-            } => Some((after_unix_ms, ceiling)),
-            _ => None,
-        });
-        assert_eq!(
-            tenure,
-            Some((Some(now.unix_ms - 1), now.unix_ms + 180_000 + 1)),
-            "issues after the previous mark, up to the first one"
-        );
-    }
-
-    #[test]
-    fn a_number_whose_mark_is_ahead_is_still_waited_for() {
-        let range = WorkerRange::new(0, 0..=0).unwrap();
-        let mut machine = Machine::take(settings(2), range);
-        let now = at(1_800_000_000_000, 0);
-        start_on(&mut machine, now, now.unix_ms + 500);
-        assert_eq!(machine.usable_worker(), None);
-        assert_eq!(machine.waiting_for(), Some((0, 0, now.unix_ms + 501)));
-    }
-
-    #[test]
-    fn jittered_pauses_stay_within_their_bounds_and_differ_between_machines() {
-        let range = WorkerRange::new(0, 0..=0).unwrap();
-        let mut firsts = std::collections::BTreeSet::new();
-        for seed in 0..64 {
-            let mut machine = Machine::take(settings(seed), range);
-            for attempt in 1..=8 {
-                let bound = (TAKE_RETRY_FIRST_MS << (attempt - 1)).min(TAKE_RETRY_MAX_MS);
-                let pause = machine.take_pause(attempt);
-                assert!(
-                    (1..=bound).contains(&pause),
-                    "take pause {pause} of try {attempt}"
-                );
-                if attempt == 3 {
-                    firsts.insert(pause);
-                }
-            }
-            for _ in 0..32 {
-                let interval = machine.renewal_interval();
-                assert!(
-                    (9_000..=10_000).contains(&interval),
-                    "renewal interval {interval}"
-                );
-                let retry = machine.retry_pause();
-                assert!((machine.retry_ms / 2..=machine.retry_ms).contains(&retry));
-                machine.back_off();
-            }
-        }
-        assert!(
-            firsts.len() > 32,
-            "64 machines drew only {} distinct pauses",
-            firsts.len()
-        );
     }
 }

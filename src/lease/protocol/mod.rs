@@ -15,13 +15,11 @@
 //! - `marks.rs`: the arithmetic of marks (the next mark, an inferred one, the release mark,
 //!   the survey's choice), shared by the machine and the lease API.
 //! - `mutation.rs` (tests only): deliberate defects the simulator must catch.
-//! - `random.rs`: the seeded generator of the machine's jitter (and the simulator's runs).
 
 mod machine;
 mod marks;
 #[cfg(test)]
 mod mutation;
-mod random;
 
 pub(crate) use machine::{
     Acquired, Answer, Machine, Note, Now, Output, Request, Settings, Surveyed,
@@ -29,5 +27,3 @@ pub(crate) use machine::{
 pub(crate) use marks::next_mark;
 #[cfg(test)]
 pub(crate) use mutation::Mutation;
-#[cfg(test)]
-pub(crate) use random::Rng;

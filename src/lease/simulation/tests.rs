@@ -514,7 +514,7 @@ postgres_defect_test!(
     a_take_back_in_a_restored_namespace_is_caught,
     TakeBackAnywhere,
     300,
-    |seed, defect| backups_restored_under_live_holders(seed, Some(defect))
+    |seed, defect| small_on_postgres(seed, Some(defect))
 );
 postgres_defect_test!(
     an_acquire_that_ignores_the_gate_after_a_server_start_is_caught,

@@ -212,9 +212,6 @@ impl<'a> World<'a> {
                     // at once, the generator itself refusing to issue before the mark.
                     wait_for_previous: rng.below(4) != 0,
                     take_attempts: 5,
-                    // Drawn from the run's seed without a draw from its generator: the
-                    // rest of the run's choices stay as they were.
-                    seed: seed.wrapping_mul(1_000_003).wrapping_add(index as u64),
                     mutation,
                 };
                 let clocks = Clocks {
